@@ -1,0 +1,51 @@
+// The image catalog: presets (python, node, base), the host image, and
+// operator custom images; resolves a catalog name to a root filesystem.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "isolation/isolator.h"
+#include "sandbox/config.h"
+
+namespace skiff {
+
+struct CatalogEntry {
+  std::string name;
+  std::string oci_ref;
+  std::string kind;  // "preset" | "host" | "custom"
+  bool allowed = false;
+  bool installed = false;
+};
+
+// What a sandbox of this image starts from.
+struct ResolvedImage {
+  std::string name;
+  RootfsSpec rootfs;
+  std::vector<std::string> env;  // image Env ("K=V"), layer 2 of spec §2.2.3
+  std::string workdir;           // "" = "/"
+  std::string user;              // "" = root
+};
+
+class Catalog {
+ public:
+  explicit Catalog(const Config& config);
+  // Presets first (python, node, base), then host, then custom by name.
+  std::vector<CatalogEntry> List() const;
+  bool Known(const std::string& name) const;
+  bool Installed(const std::string& name) const;
+  // Resolves an installed image (installing it first when auto_install).
+  // S101 / S102 as the spec says.
+  Result<ResolvedImage> Resolve(const std::string& name);
+
+ private:
+  const Config& config_;
+};
+
+// The `host` image: read-only views of the host's /usr, /bin, /sbin, /lib*
+// plus a synthesized minimal /etc (never shadow, keys or machine secrets).
+Result<ResolvedImage> HostImage();
+
+}  // namespace skiff

@@ -1,0 +1,80 @@
+// The Isolator interface: the only thing a backend knows is how to start a
+// skiff-agent in an isolated environment, hand back a byte channel to it,
+// and stop it. Policy (what to isolate, limits) arrives as an immutable
+// SandboxPolicy decided elsewhere; backends decide nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+
+namespace skiff {
+
+// What a sandbox's root filesystem is made of, as resolved by images/.
+struct RootfsSpec {
+  // An overlay mount: the read-only lower directories (first = top) are
+  // mounted at `target` (inside the sandbox) with a private writable upper.
+  struct Layer {
+    std::string target;              // "/" or e.g. "/usr"
+    std::vector<std::string> lower;  // host directories, read-only
+  };
+  std::vector<Layer> layers;         // mounted in order; "/" first
+  // For the microVM backend: a read-only block image of the same rootfs
+  // (erofs/ext4), empty when the image has none.
+  std::string block_image;
+  std::string block_fstype;
+};
+
+// The validated, immutable description of one sandbox.
+struct SandboxPolicy {
+  std::string id;        // canonical UUID
+  std::string hostname;  // inside the sandbox
+  RootfsSpec rootfs;
+  uint32_t cpus = 1;
+  uint32_t memory_mb = 512;
+  bool network = false;
+  uint32_t pids_max = 1024;
+  uint64_t tmp_size_mb = 0;      // 0 = backend default (half the memory)
+  std::string state_dir;         // host directory the backend may use for this sandbox
+};
+
+// One running sandbox agent.
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  // The channel to the agent (the host end). Taken once.
+  virtual UniqueFd TakeChannel() = 0;
+  // Kills everything (SIGTERM, then SIGKILL after `grace`) and releases all
+  // host resources: processes, mounts, cgroups, sockets, temp dirs.
+  // Idempotent; returns when everything is released.
+  virtual void Stop(std::chrono::milliseconds grace) = 0;
+  // True while the sandbox's agent process (or VM) runs.
+  virtual bool Running() = 0;
+  // A short description of why it ended (exit status, tail of a boot log).
+  virtual std::string ExitReport() = 0;
+  // Facts for list/doctor: {"isolation":"jail","cgroup":true,...}.
+  virtual nlohmann::json Describe() = 0;
+};
+
+class Isolator {
+ public:
+  virtual ~Isolator() = default;
+  virtual std::string_view kind() const = 0;  // "jail" | "microvm"
+  // Whether this backend works on this host, and if not, why.
+  virtual Status Available() = 0;
+  // Starts the agent. On failure leaves nothing behind (S300 "boot: ...").
+  virtual Result<std::unique_ptr<Instance>> Start(const SandboxPolicy& policy) = 0;
+  // Removes leftovers of earlier runs (after a daemon crash).
+  virtual void CleanupOrphans() = 0;
+  // doctor: per-check facts about this host.
+  virtual nlohmann::json Doctor() = 0;
+};
+
+}  // namespace skiff

@@ -1,0 +1,335 @@
+#include "protocol/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/log.h"
+
+namespace skiff::proto {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd pf{fd, POLLOUT, 0};
+        ::poll(&pf, 1, 1000);
+        continue;
+      }
+      return Error::Sys(Code::kS300, "write", "agent channel", errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return OkStatus();
+}
+
+bool IsFinal(Event::Kind k) {
+  return k == Event::Kind::kResult || k == Event::Kind::kError || k == Event::Kind::kClosed;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Stream
+
+Stream::~Stream() {
+  bool need_cancel;
+  {
+    std::lock_guard<std::mutex> lk(client_->mu_);
+    need_cancel = !done_ && !client_->dead_;
+  }
+  if (need_cancel) (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 0, {}));
+  client_->ForgetStream(id_);
+}
+
+void Stream::Deliver(Event e) {
+  if (done_) return;
+  if (IsFinal(e.kind)) {
+    done_ = true;
+  }
+  events_.push_back(std::move(e));
+}
+
+bool Stream::finished() const {
+  std::lock_guard<std::mutex> lk(client_->mu_);
+  return done_;
+}
+
+std::optional<Event> Stream::Next(std::optional<Clock::time_point> deadline) {
+  std::unique_lock<std::mutex> lk(client_->mu_);
+  if (consumed_final_) return final_;
+  auto ready = [&] { return !events_.empty(); };
+  if (deadline) {
+    if (!client_->cv_.wait_until(lk, *deadline, ready)) return std::nullopt;
+  } else {
+    client_->cv_.wait(lk, ready);
+  }
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  if (IsFinal(e.kind)) {
+    consumed_final_ = true;
+    final_ = e;
+  }
+  bool grant = e.kind == Event::Kind::kData && !e.data.empty() && !client_->dead_ && !done_;
+  uint8_t ch = e.channel;
+  auto n = static_cast<uint32_t>(e.data.size());
+  lk.unlock();
+  // Return the credit only now that the caller has consumed the bytes.
+  if (grant) (void)client_->WriteRaw(EncodeCredit(id_, ch, n));
+  return e;
+}
+
+Status Stream::Send(uint8_t channel, std::string_view bytes,
+                    std::optional<Clock::time_point> deadline) {
+  if (channel >= kChannels) return Error(Code::kS300, "protocol: bad channel");
+  while (!bytes.empty()) {
+    size_t n;
+    {
+      std::unique_lock<std::mutex> lk(client_->mu_);
+      auto ready = [&] { return client_->dead_ || done_ || send_credit_[channel] > 0; };
+      if (deadline) {
+        if (!client_->cv_.wait_until(lk, *deadline, ready))
+          return Error(Code::kS218, "fs channel aborted: agent granted no credit before the deadline");
+      } else {
+        client_->cv_.wait(lk, ready);
+      }
+      if (client_->dead_) return Platform("sandbox", "agent channel closed: " + client_->failure_);
+      if (done_) return Error(Code::kS300, "protocol: stream already finished");
+      n = std::min<uint64_t>({bytes.size(), kChunk, send_credit_[channel]});
+      send_credit_[channel] -= n;
+    }
+    SKIFF_RETURN_IF_ERROR(client_->WriteRaw(EncodeFrame(id_, Type::kData, channel, bytes.substr(0, n))));
+    bytes.remove_prefix(n);
+  }
+  return OkStatus();
+}
+
+Status Stream::End(uint8_t channel) {
+  return client_->WriteRaw(EncodeFrame(id_, Type::kEnd, channel, {}));
+}
+
+void Stream::Cancel() { (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 0, {})); }
+
+// ---------------------------------------------------------------- Client
+
+Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::milliseconds timeout) {
+  // Handshake, synchronously, before the reader starts.
+  Decoder dec;
+  auto deadline = Clock::now() + timeout;
+  std::optional<Frame> hello;
+  char buf[4096];
+  while (!hello) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Platform("boot", "agent did not say hello within " + std::to_string(timeout.count()) + " ms");
+    pollfd p{fd.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Error::Sys(Code::kS300, "poll", "agent channel", errno);
+    if (r == 0) continue;
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "read", "agent channel", errno);
+    if (n == 0) return Platform("boot", "agent closed its channel before the handshake");
+    dec.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    auto f = dec.Next();
+    if (!f.ok()) return std::move(f).error();
+    if (*f) hello = std::move(**f);
+  }
+  if (hello->type != Type::kHello || hello->stream != 0)
+    return Platform("boot", "agent's first frame was " + std::string(TypeName(hello->type)) + ", not HELLO");
+  nlohmann::json h = nlohmann::json::parse(hello->payload, nullptr, false);
+  if (!h.is_object() || !h.contains("proto") || !h["proto"].is_number_unsigned())
+    return Platform("boot", "agent sent a malformed HELLO");
+  if (h["proto"].get<uint32_t>() != kVersion)
+    return Platform("boot", "agent speaks protocol " + h["proto"].dump() + ", host speaks " + std::to_string(kVersion));
+  if (dec.buffered() != 0) return Platform("boot", "agent sent frames before the handshake finished");
+
+  std::shared_ptr<Client> c(new Client(std::move(fd)));
+  c->hello_ = std::move(h);
+  if (::pipe2(c->wake_, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
+  SKIFF_RETURN_IF_ERROR(c->WriteRaw(EncodeFrame(0, Type::kHello, 0, nlohmann::json{{"proto", kVersion}}.dump())));
+  c->reader_ = std::thread([raw = c.get()] { raw->ReaderLoop(); });
+  return c;
+}
+
+Client::~Client() {
+  Close();
+  if (reader_.joinable()) reader_.join();
+  if (wake_[0] >= 0) ::close(wake_[0]);
+  if (wake_[1] >= 0) ::close(wake_[1]);
+}
+
+void Client::Close() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!dead_) Fail("closed by host");
+  }
+  if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+}
+
+bool Client::alive() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return !dead_;
+}
+
+std::string Client::failure() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return failure_;
+}
+
+void Client::SetOnDeath(std::function<void(const std::string&)> cb) {
+  std::lock_guard<std::mutex> lk(mu_);
+  on_death_ = std::move(cb);
+}
+
+void Client::Fail(const std::string& why) {
+  if (dead_) return;
+  dead_ = true;
+  failure_ = why;
+  for (auto& [id, s] : streams_) {
+    Event e;
+    e.kind = Event::Kind::kClosed;
+    e.json = {{"message", why}};
+    s->Deliver(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+Status Client::WriteRaw(const std::string& bytes) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
+  }
+  std::lock_guard<std::mutex> lk(write_mu_);
+  return WriteAll(fd_.get(), bytes.data(), bytes.size());
+}
+
+void Client::ForgetStream(uint32_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  streams_.erase(id);
+}
+
+Result<std::shared_ptr<Stream>> Client::Open(const nlohmann::json& request) {
+  std::string payload = request.dump();
+  if (payload.size() > kMaxPayload) return InvalidRequest("request too large for one frame");
+  uint32_t id;
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
+    id = next_id_;
+    next_id_ += 2;
+    s.reset(new Stream(shared_from_this(), id));
+    streams_[id] = s.get();
+  }
+  SKIFF_RETURN_IF_ERROR(WriteRaw(EncodeFrame(id, Type::kOpen, 0, payload)));
+  return s;
+}
+
+Result<nlohmann::json> Client::Call(const nlohmann::json& request,
+                                    std::optional<Clock::time_point> deadline) {
+  SKIFF_ASSIGN_OR_RETURN(auto s, Open(request));
+  SKIFF_RETURN_IF_ERROR(s->End(kStdin));
+  for (;;) {
+    auto e = s->Next(deadline);
+    if (!e) return Platform("sandbox", "agent did not answer " + request.value("op", std::string("request")) + " in time");
+    switch (e->kind) {
+      case Event::Kind::kResult: return std::move(e->json);
+      case Event::Kind::kError: {
+        auto code = CodeFromName(e->json.value("code", std::string("S300")));
+        return Error(code.value_or(Code::kS300), e->json.value("message", std::string("agent error")));
+      }
+      case Event::Kind::kClosed:
+        return Platform("sandbox", "agent channel closed: " + e->json.value("message", std::string()));
+      default: break;  // META / DATA are not expected by simple calls; ignore
+    }
+  }
+}
+
+void Client::ReaderLoop() {
+  Decoder dec;
+  std::string buf(256 * 1024, '\0');
+  std::string why;
+  for (;;) {
+    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    int r = ::poll(p, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) { why = "poll failed"; break; }
+    if (p[1].revents) { why = "closed by host"; break; }
+    ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) { why = std::string("read: ") + std::string(ErrnoName(errno)); break; }
+    if (n == 0) { why = "agent closed the channel (the sandbox died or was stopped)"; break; }
+    dec.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+    bool fatal = false;
+    for (;;) {
+      auto next = dec.Next();
+      if (!next.ok()) { why = next.error().message(); fatal = true; break; }
+      if (!*next) break;
+      Frame f = std::move(**next);
+      if (f.type == Type::kCredit) {
+        auto c = DecodeCredit(f.payload);
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = streams_.find(f.stream);
+        if (c && f.flags < kChannels && it != streams_.end()) {
+          it->second->send_credit_[f.flags] += *c;
+          cv_.notify_all();
+        }
+        continue;
+      }
+      Event e;
+      switch (f.type) {
+        case Type::kData: e.kind = Event::Kind::kData; e.channel = f.flags; e.data = std::move(f.payload); break;
+        case Type::kEnd: e.kind = Event::Kind::kEnd; e.channel = f.flags; break;
+        case Type::kMeta: case Type::kResult: case Type::kError: {
+          e.kind = f.type == Type::kMeta ? Event::Kind::kMeta
+                   : f.type == Type::kResult ? Event::Kind::kResult : Event::Kind::kError;
+          e.json = nlohmann::json::parse(f.payload, nullptr, false);
+          if (e.json.is_discarded()) {
+            e.kind = Event::Kind::kError;
+            e.json = {{"code", "S300"}, {"message", "platform failure: sandbox: agent sent malformed JSON"}};
+          }
+          break;
+        }
+        default:
+          SKIFF_LOG(Warn) << "agent sent an unexpected " << TypeName(f.type) << " frame (type "
+                          << int(static_cast<uint8_t>(f.type)) << ") on stream " << f.stream << "; ignored";
+          continue;
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = streams_.find(f.stream);
+      if (it == streams_.end()) {
+        // An abandoned stream: give the credit straight back so the agent
+        // never stalls on a reader that went away.
+        if (e.kind == Event::Kind::kData && !e.data.empty()) {
+          std::string credit = EncodeCredit(f.stream, e.channel, static_cast<uint32_t>(e.data.size()));
+          std::lock_guard<std::mutex> wl(write_mu_);
+          (void)WriteAll(fd_.get(), credit.data(), credit.size());
+        }
+        continue;
+      }
+      it->second->Deliver(std::move(e));
+      cv_.notify_all();
+    }
+    if (fatal) break;
+  }
+  std::function<void(const std::string&)> cb;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    bool was_dead = dead_;
+    Fail(why);
+    if (!was_dead) cb = on_death_;
+  }
+  if (cb) cb(why);
+}
+
+}  // namespace skiff::proto

@@ -1,0 +1,115 @@
+// Host side of the agent protocol: one Client per sandbox channel.
+//
+// A reader thread decodes frames and routes them to Streams; callers block
+// on their own Stream. Flow control is credit based in both directions:
+// Send() blocks until the agent has granted credit, and credit for received
+// DATA is returned only when the caller consumes it through Next(), so a slow
+// consumer slows the agent instead of growing a queue. Nothing is dropped.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+#include "protocol/frame.h"
+
+namespace skiff::proto {
+
+class Client;
+
+struct Event {
+  enum class Kind { kMeta, kData, kEnd, kResult, kError, kClosed };
+  Kind kind = Kind::kClosed;
+  uint8_t channel = 0;       // kData / kEnd
+  std::string data;          // kData bytes
+  nlohmann::json json;       // kMeta / kResult / kError; kClosed: {"message":...}
+};
+
+class Stream {
+ public:
+  using Clock = std::chrono::steady_clock;
+  ~Stream();  // sends CANCEL if the stream is still open
+  uint32_t id() const { return id_; }
+
+  // The next event; nullopt when `deadline` passes first. After kResult,
+  // kError or kClosed the stream is finished and Next() keeps returning that.
+  std::optional<Event> Next(std::optional<Clock::time_point> deadline = std::nullopt);
+  // Sends bytes on `channel`, chunked, blocking while the agent grants no
+  // credit. Fails (S300) when the connection is gone or the stream finished.
+  Status Send(uint8_t channel, std::string_view bytes,
+              std::optional<Clock::time_point> deadline = std::nullopt);
+  Status End(uint8_t channel);
+  void Cancel();
+  bool finished() const;
+
+ private:
+  friend class Client;
+  Stream(std::shared_ptr<Client> c, uint32_t id) : client_(std::move(c)), id_(id) {}
+  void Deliver(Event e);  // called by the reader with client->mu_ held
+
+  std::shared_ptr<Client> client_;
+  uint32_t id_;
+  // Guarded by client_->mu_.
+  std::deque<Event> events_;
+  uint64_t send_credit_[kChannels] = {kInitialWindow, kInitialWindow, kInitialWindow};
+  bool done_ = false;      // final event queued
+  bool consumed_final_ = false;
+  Event final_;
+};
+
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  // Takes the channel and waits up to `timeout` for the agent's HELLO.
+  static Result<std::shared_ptr<Client>> Connect(UniqueFd fd, std::chrono::milliseconds timeout);
+  ~Client();
+
+  // Opens a stream with a JSON request ({"op": ...}).
+  Result<std::shared_ptr<Stream>> Open(const nlohmann::json& request);
+  // Convenience: open, end stdin, wait for the final event. Returns the
+  // RESULT json, or the agent's ERROR as an Error with its code.
+  Result<nlohmann::json> Call(const nlohmann::json& request,
+                              std::optional<Stream::Clock::time_point> deadline = std::nullopt);
+
+  const nlohmann::json& hello() const { return hello_; }
+  bool alive() const;
+  // Why the connection died ("" while alive).
+  std::string failure() const;
+  // Called once, from the reader thread, when the connection dies.
+  void SetOnDeath(std::function<void(const std::string&)> cb);
+  // Shuts the connection down; streams get kClosed.
+  void Close();
+
+ private:
+  friend class Stream;
+  explicit Client(UniqueFd fd) : fd_(std::move(fd)) {}
+  void ReaderLoop();
+  void Fail(const std::string& why);  // mu_ held
+  Status WriteRaw(const std::string& bytes);
+  void ForgetStream(uint32_t id);
+
+  UniqueFd fd_;
+  nlohmann::json hello_;
+  std::thread reader_;
+  std::mutex write_mu_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint32_t, Stream*> streams_;
+  uint32_t next_id_ = 1;
+  bool dead_ = false;
+  std::string failure_;
+  std::function<void(const std::string&)> on_death_;
+  int wake_[2] = {-1, -1};  // pipe to interrupt the reader on Close()
+};
+
+}  // namespace skiff::proto

@@ -1,0 +1,60 @@
+// The daemon's configuration (spec §7.1), as a plain value. Parsing and
+// validation of YAML lives in sandbox/config.cc; everything else reads this.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace skiff {
+
+struct ImageCaps {
+  std::optional<uint32_t> max_cpus;
+  std::optional<uint32_t> max_memory_mb;
+};
+
+struct NetworkConfig {
+  std::vector<uint16_t> host_ports;
+  std::vector<std::string> allow;
+};
+
+struct Config {
+  bool auto_install = true;
+  // nullopt = key absent: the defaults {python, node}. Embedded `skiff run`
+  // sets allow_all instead (the caller is the operator).
+  std::optional<std::vector<std::string>> image_allowlist;
+  bool allow_all_images = false;
+  uint64_t default_idle_timeout_secs = 300;
+  uint32_t max_concurrent_sandboxes = 32;
+  uint32_t max_concurrent_exec_per_sandbox = 4;  // 0 means 1
+  uint64_t max_exec_timeout_ms = 300000;         // 0 means 1
+  uint32_t default_cpus = 1;
+  uint32_t default_memory_mb = 512;
+  std::map<std::string, ImageCaps> per_image_caps;
+  std::map<std::string, std::string> custom_images;  // name -> OCI ref or archive path
+  std::string listen_address = "127.0.0.1";
+  std::optional<std::string> auth_token;
+  uint16_t listen_port = 49134;
+  std::optional<std::string> unix_socket;
+  std::string isolation = "auto";  // auto | microvm | jail
+  std::map<std::string, uint32_t> pool;
+  NetworkConfig network;
+  std::string images_dir;   // "" = <data dir>/images
+  std::optional<std::string> engine_url;
+  std::string docs_base = "docs/errors.md";
+  std::vector<std::string> warnings;  // unknown keys etc., logged at start
+
+  uint32_t exec_cap() const { return max_concurrent_exec_per_sandbox == 0 ? 1 : max_concurrent_exec_per_sandbox; }
+  uint64_t exec_timeout_cap() const { return max_exec_timeout_ms == 0 ? 1 : max_exec_timeout_ms; }
+  bool ImageAllowed(const std::string& name) const;
+};
+
+// Parses and validates a YAML document (spec §7.1). Errors name the key.
+Result<Config> ParseConfig(const std::string& yaml_text);
+Result<Config> LoadConfigFile(const std::string& path);
+
+}  // namespace skiff
