@@ -164,6 +164,7 @@ class SandboxManager {
  private:
   Result<std::shared_ptr<Sandbox>> Lookup(const std::string& id);
   void ReaperLoop();
+  void TeardownInBackground(std::shared_ptr<Sandbox> sb);
 
   Config config_;
   std::map<std::string, std::unique_ptr<Isolator>> isolators_;
@@ -171,9 +172,12 @@ class SandboxManager {
   Catalog catalog_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::map<std::string, std::shared_ptr<Sandbox>> tearing_down_;  // stop/reap in progress
   uint32_t reserved_ = 0;  // creates in progress
   bool shutting_down_ = false;
   std::condition_variable reaper_cv_;
+  uint32_t pending_teardowns_ = 0;
+  std::condition_variable teardown_cv_;
   std::thread reaper_;
   Stats stats_;
 };
