@@ -56,5 +56,8 @@ struct Config {
 // Parses and validates a YAML document (spec §7.1). Errors name the key.
 Result<Config> ParseConfig(const std::string& yaml_text);
 Result<Config> LoadConfigFile(const std::string& path);
+// Whether a QEMU system emulator for this architecture is on PATH (or at
+// $SKIFF_QEMU). `isolation: microvm` without it is a startup error.
+bool QemuInstalled();
 
 }  // namespace skiff
