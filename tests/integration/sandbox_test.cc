@@ -1,0 +1,363 @@
+// End-to-end behaviour of SandboxManager on the jail backend: the library
+// API that the CLI, the HTTP API and the iii transport all call.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "base/paths.h"
+#include "sandbox/manager.h"
+
+namespace skiff {
+namespace {
+
+std::set<int> Pids() {
+  std::set<int> out;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d))
+    if (int p = atoi(e->d_name); p > 0) out.insert(p);
+  closedir(d);
+  return out;
+}
+
+std::string Comm(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+size_t CountLines(const std::string& path, const std::string& needle) {
+  std::ifstream f(path);
+  size_t n = 0;
+  for (std::string l; std::getline(f, l);)
+    if (needle.empty() || l.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+size_t CountDir(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (!d) return 0;
+  size_t n = 0;
+  while (dirent* e = readdir(d))
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+  closedir(d);
+  return n;
+}
+
+// What a sandbox could leave behind on the host.
+struct Footprint {
+  size_t agents = 0, mounts = 0, fds = 0, state_dirs = 0, cgroups = 0;
+  bool operator==(const Footprint&) const = default;
+  std::string str() const {
+    std::ostringstream o;
+    o << "agents=" << agents << " mounts=" << mounts << " fds=" << fds << " state_dirs=" << state_dirs
+      << " cgroups=" << cgroups;
+    return o.str();
+  }
+};
+
+Footprint Measure() {
+  Footprint f;
+  for (int p : Pids())
+    if (Comm(p) == "skiff-agent") ++f.agents;
+  f.mounts = CountLines("/proc/self/mountinfo", "");
+  f.fds = CountDir("/proc/self/fd");
+  f.state_dirs = CountDir(paths::RuntimeDir() + "/sandboxes");
+  for (const char* c : {"memory", "pids", "cpu", "unified"})
+    f.cgroups += CountDir(std::string("/sys/fs/cgroup/") + c + "/skiff");
+  return f;
+}
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the jail backend needs root on this host";
+    setenv("SKIFF_AGENT", SKIFF_BINARY_DIR "/cmd/skiff-agent/skiff-agent", 1);
+    Config cfg;
+    cfg.allow_all_images = true;
+    cfg.isolation = "jail";
+    cfg.max_concurrent_sandboxes = 64;
+    auto m = SandboxManager::FromConfig(cfg);
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    mgr_ = std::move(m).value();
+  }
+
+  std::string Create(CreateSpec cs = {}) {
+    if (cs.image.empty()) cs.image = "host";
+    auto r = mgr_->Create(cs);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? r->sandbox_id : "";
+  }
+
+  Result<ExecResult> Sh(const std::string& id, const std::string& script, uint64_t timeout_ms = 60000) {
+    ExecSpec es;
+    es.sandbox_id = id;
+    es.argv = {"/bin/sh", "-c", script};
+    es.timeout_ms = timeout_ms;
+    return mgr_->Exec(es);
+  }
+
+  std::unique_ptr<SandboxManager> mgr_;
+};
+
+TEST_F(SandboxTest, RunPythonPrints42) {
+  RunSpec rs;
+  rs.create.image = "host";
+  rs.lang = "python";
+  rs.code = "print(6*7)";
+  auto r = mgr_->Run(rs);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stdout_text, "42\n");
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_FALSE(r->sandbox_id.has_value());
+}
+
+TEST_F(SandboxTest, IsolationFacts) {
+  std::string id = Create();
+  char host[256];
+  gethostname(host, sizeof host);
+  auto r = Sh(id, "hostname; cat /proc/1/comm; ls /proc | grep -c '^[0-9]'; id -u");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  std::istringstream lines(r->stdout_text);
+  std::string hostname, pid1, nprocs, uid;
+  std::getline(lines, hostname);
+  std::getline(lines, pid1);
+  std::getline(lines, nprocs);
+  std::getline(lines, uid);
+  EXPECT_NE(hostname, host);
+  EXPECT_EQ(pid1, "skiff-agent");
+  EXPECT_LT(std::stoi(nprocs), 8) << "host processes must be invisible";
+  EXPECT_EQ(uid, "0");
+}
+
+TEST_F(SandboxTest, WritesStayPrivateAndDieWithTheSandbox) {
+  std::string a = Create(), b = Create();
+  auto w = Sh(a, "echo secret > /usr/skiff-probe && echo x > /etc/skiff-probe && cat /usr/skiff-probe");
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  EXPECT_EQ(w->exit_code, 0) << w->stderr_text;
+  EXPECT_EQ(w->stdout_text, "secret\n");
+  struct stat st;
+  EXPECT_NE(stat("/usr/skiff-probe", &st), 0) << "a sandbox write reached the host";
+  auto r = Sh(b, "test -e /usr/skiff-probe && echo leaked || echo clean");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_text, "clean\n");
+  ASSERT_TRUE(mgr_->Stop(a, true).ok());
+  std::string c = Create();
+  r = Sh(c, "test -e /usr/skiff-probe && echo leaked || echo clean");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_text, "clean\n");
+}
+
+TEST_F(SandboxTest, ExitCodesAndSignals) {
+  std::string id = Create();
+  auto r = Sh(id, "exit 7");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 7);
+  r = Sh(id, "kill -9 $$");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 137);
+  ExecSpec es;
+  es.sandbox_id = id;
+  es.argv = {"definitely-not-a-command"};
+  r = mgr_->Exec(es);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 127);
+  EXPECT_EQ(r->stderr_text, "exec: definitely-not-a-command: not found\n");
+}
+
+TEST_F(SandboxTest, StdinAndEnvLayers) {
+  CreateSpec cs;
+  cs.image = "host";
+  cs.env = {{"A", "create"}, {"B", "create"}};
+  std::string id = Create(cs);
+  ExecSpec es;
+  es.sandbox_id = id;
+  es.argv = {"/bin/sh", "-c", "cat; echo \"$A $B $HOME\""};
+  es.env = {{"B", "exec"}};
+  es.stdin_bytes = "from stdin\n";
+  auto r = mgr_->Exec(es);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stdout_text, "from stdin\ncreate exec /root\n");
+}
+
+TEST_F(SandboxTest, TimeoutIsS200WithPartialOutput) {
+  std::string id = Create();
+  auto r = Sh(id, "echo started; sleep 30", 500);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS200);
+  EXPECT_EQ(r.error().message(), "exec timed out after 500 ms");
+  ASSERT_TRUE(r.error().details().has_value());
+  EXPECT_EQ((*r.error().details())["stdout"], "started\n");
+}
+
+TEST_F(SandboxTest, ZeroTimeoutIsS200WithoutRunning) {
+  std::string id = Create();
+  auto r = Sh(id, "touch /tmp/ran", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS200);
+  auto chk = Sh(id, "test -e /tmp/ran && echo ran || echo not");
+  ASSERT_TRUE(chk.ok());
+  EXPECT_EQ(chk->stdout_text, "not\n");
+}
+
+TEST_F(SandboxTest, HugeStdoutIsTruncatedNotFatal) {
+  std::string id = Create();
+  auto r = Sh(id, "head -c 100000000 /dev/zero | tr '\\0' x; echo done >&2");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_TRUE(r->stdout_truncated);
+  EXPECT_EQ(r->stdout_text.size(), 1u << 20);
+  EXPECT_EQ(r->stderr_text, "done\n");
+  EXPECT_EQ(r->exit_code, 0);
+}
+
+TEST_F(SandboxTest, ForkBombAndMemoryHogAndDiskFillEndCleanly) {
+  std::string bomb = Create(), other = Create();
+  auto r = Sh(bomb, "b() { b | b & }; b; sleep 2; echo survived", 20000);
+  // Whatever the bomb's own result, the agent and the other sandbox live on.
+  auto ok = Sh(other, "echo alive");
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  EXPECT_EQ(ok->stdout_text, "alive\n");
+  ASSERT_TRUE(mgr_->Stop(bomb, true).ok());
+
+  CreateSpec cs;
+  cs.image = "host";
+  cs.memory_mb = 128;
+  std::string hog = Create(cs);
+  r = Sh(hog, "python3 -c 'x = bytearray(1 << 30); print(len(x))'");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_NE(r->exit_code, 0) << "a 1 GiB allocation must not succeed under a 128 MiB limit";
+
+  std::string disk = Create();
+  r = Sh(disk, "dd if=/dev/zero of=/tmp/big bs=1M count=10240 2>&1; echo rc=$?", 120000);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_NE(r->stdout_text.find("No space left on device"), std::string::npos) << r->stdout_text;
+  ok = Sh(other, "echo still alive");
+  ASSERT_TRUE(ok.ok());
+}
+
+TEST_F(SandboxTest, StopMidExecIsS004AndLaterCallsS002) {
+  std::string id = Create();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_TRUE(mgr_->Stop(id, false).ok());
+  });
+  auto r = Sh(id, "echo begun; sleep 30");
+  stopper.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS004);
+  auto again = Sh(id, "true");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Code::kS002);
+  for (auto& e : mgr_->List()) EXPECT_NE(e.sandbox_id, id);
+}
+
+TEST_F(SandboxTest, AgentKilledFromHostIsS300ThenS002) {
+  auto before = Pids();
+  std::string id = Create();
+  int agent = 0;
+  for (int p : Pids())
+    if (!before.count(p) && Comm(p) == "skiff-agent") agent = p;
+  ASSERT_GT(agent, 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(agent, SIGKILL);
+  });
+  auto r = Sh(id, "sleep 30");
+  killer.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300) << r.error().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto again = Sh(id, "true");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Code::kS002);
+}
+
+TEST_F(SandboxTest, ExecConcurrencyCapIsS003) {
+  std::string id = Create();
+  std::vector<std::thread> ts;
+  std::atomic<int> running{0};
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&] { (void)Sh(id, "sleep 2"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto r = Sh(id, "true");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS003);
+  for (auto& t : ts) t.join();
+  (void)running;
+}
+
+TEST_F(SandboxTest, SandboxCapIsAtomicUnderConcurrentCreates) {
+  mgr_.reset();
+  Config cfg;
+  cfg.allow_all_images = true;
+  cfg.isolation = "jail";
+  cfg.max_concurrent_sandboxes = 8;
+  mgr_ = std::move(SandboxManager::FromConfig(cfg)).value();
+  std::atomic<int> ok{0}, s400{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 32; ++i)
+    ts.emplace_back([&] {
+      CreateSpec cs;
+      cs.image = "host";
+      auto r = mgr_->Create(cs);
+      if (r.ok()) ++ok;
+      else if (r.error().code() == Code::kS400) ++s400;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(s400.load(), 24);
+  EXPECT_EQ(mgr_->List().size(), 8u);
+}
+
+TEST_F(SandboxTest, IdleSandboxIsReaped) {
+  CreateSpec cs;
+  cs.image = "host";
+  cs.idle_timeout_secs = 0;
+  std::string id = Create(cs);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  mgr_->ReapOnce();
+  auto r = Sh(id, "true");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS002);
+}
+
+TEST_F(SandboxTest, NoTraceAfter200RunsAnd16Concurrent) {
+  // Warm up lazily created state (caches, runtime dirs) before counting.
+  { RunSpec rs; rs.create.image = "host"; rs.lang = "sh"; rs.code = "true"; ASSERT_TRUE(mgr_->Run(rs).ok()); }
+  mgr_.reset();
+  SetUp();
+  Footprint before = Measure();
+  for (int i = 0; i < 200; ++i) {
+    RunSpec rs;
+    rs.create.image = "host";
+    rs.lang = "sh";
+    rs.code = "echo $((" + std::to_string(i) + " + 1))";
+    auto r = mgr_->Run(rs);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.error().ToString();
+    ASSERT_EQ(r->stdout_text, std::to_string(i + 1) + "\n");
+  }
+  std::vector<std::string> ids(16);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 16; ++i) ts.emplace_back([&, i] { ids[i] = Create(); });
+  for (auto& t : ts) t.join();
+  for (auto& id : ids) {
+    auto r = Sh(id, "echo ok");
+    ASSERT_TRUE(r.ok());
+  }
+  for (auto& id : ids) ASSERT_TRUE(mgr_->Stop(id, false).ok());
+  mgr_.reset();  // waits for background teardowns
+  SetUp();
+  Footprint after = Measure();
+  EXPECT_EQ(before, after) << "before: " << before.str() << "\nafter:  " << after.str();
+}
+
+}  // namespace
+}  // namespace skiff
