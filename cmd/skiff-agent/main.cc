@@ -1,1 +1,62 @@
-int main() { return 0; }
+// skiff-agent: PID 1 of every sandbox.
+//
+//   skiff-agent --fd N   serve the protocol on inherited fd N (jail backend)
+//   skiff-agent          as PID 1 of a microVM guest: VmInit() brings the
+//                        guest up and returns the channel fd
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/vm_init.h"
+#include "base/log.h"
+#include "confine/confine.h"
+
+int main(int argc, char** argv) {
+  int fd = -1;
+  bool vm = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--fd") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      long v = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || v < 0 || v > 1 << 20) {
+        std::fprintf(stderr, "skiff-agent: --fd needs a descriptor number\n");
+        return 2;
+      }
+      fd = static_cast<int>(v);
+    } else if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s\n", skiff::agent::AgentName().c_str());
+      return 0;
+    } else {
+      std::fprintf(stderr, "usage: skiff-agent --fd N\n");
+      return 2;
+    }
+  }
+  skiff::agent::PrepareProcess();
+  if (fd < 0) {
+    if (::getpid() != 1) {
+      std::fprintf(stderr, "usage: skiff-agent --fd N (or run as PID 1 of a VM)\n");
+      return 2;
+    }
+    auto r = skiff::agent::VmInit();
+    if (!r.ok()) {
+      SKIFF_LOG(Error) << r.error().ToString();
+      return 1;
+    }
+    fd = *r;
+    vm = true;
+  }
+  // Built once; every exec'd child installs it (fail closed if it cannot).
+  static auto policy = skiff::confine::BuildChildPolicy();
+  if (!policy.ok()) {
+    SKIFF_LOG(Error) << "cannot build the child confinement: " << policy.error().ToString();
+    return 1;
+  }
+  skiff::agent::AgentOptions opt;
+  opt.child_policy = &*policy;
+  opt.vm = vm;
+  return skiff::agent::RunAgent(skiff::UniqueFd(fd), opt);
+}

@@ -1,0 +1,38 @@
+// skiff-agent's core: one single-threaded event loop serving the protocol of
+// protocol/frame.h on one channel fd. It runs execs (each in its own process
+// group, output streamed under the host's credit), the filesystem operations
+// of fs_ops.h, reaps every zombie (it is PID 1), and exits when the channel
+// closes, killing everything it started.
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+#include "confine/confine.h"
+
+namespace skiff::agent {
+
+struct AgentOptions {
+  // Confinement for exec'd children; nullptr runs them unconfined (tests of
+  // the loop only). The policy must outlive the agent.
+  const confine::ChildPolicy* child_policy = nullptr;
+  // A microVM guest: `shutdown` powers the machine off.
+  bool vm = false;
+};
+
+// The agent's version string ("skiff-agent/<version>").
+std::string AgentName();
+// The ops announced in HELLO.
+std::vector<std::string> SupportedOps();
+
+// Serves the channel until it closes or a shutdown request. Returns the
+// process exit code.
+int RunAgent(UniqueFd channel, const AgentOptions& options);
+
+// Process-wide setup for PID 1: SIGPIPE ignored, SIGCHLD blocked (consumed
+// through a signalfd by RunAgent), not dumpable, umask 0, cwd "/", raised
+// RLIMIT_NOFILE.
+void PrepareProcess();
+
+}  // namespace skiff::agent

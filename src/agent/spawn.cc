@@ -1,0 +1,197 @@
+#include "agent/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/fs_ops.h"
+
+namespace skiff::agent {
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// What the child reports through the CLOEXEC pipe when it cannot exec.
+struct ChildReport {
+  int stage;  // 1 = chdir, 2 = exec, 3 = confine, 4 = setup
+  int err;
+};
+
+// Post-fork helpers: async-signal-safe only.
+void WriteReport(int fd, int stage, int err) {
+  ChildReport r{stage, err};
+  ssize_t n;
+  do {
+    n = ::write(fd, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+}
+
+[[noreturn]] void ChildMain(const SpawnRequest& req, const confine::ChildPolicy* policy,
+                            char* const* argv, char* const* envp,
+                            const std::vector<const char*>& candidates, int in_r, int out_w,
+                            int err_w, int report_w) {
+  // Async-signal-safe from here to execve.
+  if (::setsid() < 0) {
+    WriteReport(report_w, 4, errno);
+    ::_exit(127);
+  }
+  if (::dup2(in_r, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) {
+    WriteReport(report_w, 4, errno);
+    ::_exit(127);
+  }
+  // Every other descriptor is CLOEXEC already; make sure of it.
+  ::syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+  // Undo the agent's signal setup: default dispositions, empty mask.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::umask(022);
+  if (::chdir(req.cwd.c_str()) < 0) {
+    WriteReport(report_w, 1, errno);
+    ::_exit(127);
+  }
+  if (policy != nullptr) {
+    confine::ApplyResult r = confine::ApplyInChild(*policy);
+    if (!r.ok()) {
+      WriteReport(report_w, 3, r.err);
+      ::_exit(127);
+    }
+  }
+  int saved = ENOENT;
+  bool eacces = false;
+  for (const char* path : candidates) {
+    ::execve(path, argv, envp);
+    int e = errno;
+    if (e == EACCES) {
+      eacces = true;
+    } else if (e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG || e == ELOOP) {
+      // try the next PATH entry
+    } else {
+      saved = e;
+      break;
+    }
+  }
+  if (eacces && saved == ENOENT) saved = EACCES;
+  WriteReport(report_w, 2, saved);
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::vector<std::string> ProgramCandidates(const std::string& argv0,
+                                           const std::vector<std::string>& env) {
+  if (argv0.find('/') != std::string::npos) return {argv0};
+  std::string path = kDefaultPath;
+  for (const auto& kv : env)
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);  // later duplicates win
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (dir.empty()) dir = ".";  // an empty entry means the working directory
+    out.push_back(dir + "/" + argv0);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return out;
+}
+
+Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* policy) {
+  if (req.argv.empty() || req.argv[0].empty())
+    return InvalidRequest("argv: expected a non-empty array of strings");
+  // The workdir is checked here for a precise error; the child's chdir is
+  // the authority (a race turns into the same errors via the report pipe).
+  struct stat st {};
+  if (::stat(req.cwd.c_str(), &st) < 0) {
+    int e = errno;
+    if (e == ENOENT) return Error(Code::kS211, "file not found: workdir " + req.cwd);
+    if (e == ENOTDIR) return Error(Code::kS212, "not a directory or wrong type: workdir " + req.cwd);
+    return FsError(e, "workdir " + req.cwd);
+  }
+  if (!S_ISDIR(st.st_mode)) return Error(Code::kS212, "not a directory or wrong type: workdir " + req.cwd);
+
+  // Everything the child needs, prepared before fork.
+  std::vector<char*> argv, envp;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::vector<std::string> cand = ProgramCandidates(req.argv[0], req.env);
+  std::vector<const char*> cand_c;
+  for (const auto& c : cand) cand_c.push_back(c.c_str());
+
+  int in[2], out[2], err[2], rep[2];
+  if (::pipe2(in, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdin", errno);
+  UniqueFd in_r(in[0]), in_w(in[1]);
+  if (::pipe2(out, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdout", errno);
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stderr", errno);
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  if (::pipe2(rep, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "report", errno);
+  UniqueFd rep_r(rep[0]), rep_w(rep[1]);
+
+  pid_t pid = ::fork();
+  if (pid < 0) return Error::Sys(Code::kS300, "fork", req.argv[0], errno);
+  if (pid == 0)
+    ChildMain(req, policy, argv.data(), envp.data(), cand_c, in_r.get(), out_w.get(), err_w.get(),
+              rep_w.get());
+  // Parent. The child has its own group from setsid(); also set it from here
+  // so a kill before the child ran setsid still reaches the right group.
+  rep_w.reset();
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+  ChildReport r{};
+  size_t got = 0;
+  while (got < sizeof r) {
+    ssize_t n = ::read(rep_r.get(), reinterpret_cast<char*>(&r) + got, sizeof r - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  SpawnOutcome o;
+  if (got == 0) {  // EOF: execve succeeded
+    o.started = true;
+    o.proc.pid = pid;
+    o.proc.stdin_w = std::move(in_w);
+    o.proc.stdout_r = std::move(out_r);
+    o.proc.stderr_r = std::move(err_r);
+    return o;
+  }
+  // The child failed and exits 127 by itself; the reaper collects it.
+  const std::string& a0 = req.argv[0];
+  if (got != sizeof r) return Platform("exec", "spawn of " + a0 + ": short report from child");
+  if (r.stage == 1) {
+    if (r.err == ENOENT) return Error(Code::kS211, "file not found: workdir " + req.cwd);
+    if (r.err == ENOTDIR) return Error(Code::kS212, "not a directory or wrong type: workdir " + req.cwd);
+    return FsError(r.err, "workdir " + req.cwd);
+  }
+  if (r.stage == 2) {
+    if (r.err == ENOENT || r.err == ENOTDIR) {
+      o.failure = {127, "exec: " + a0 + ": not found\n"};
+      return o;
+    }
+    if (r.err == EACCES || r.err == EPERM || r.err == EISDIR) {
+      o.failure = {126, "exec: " + a0 + ": permission denied\n"};
+      return o;
+    }
+    if (r.err == ENOEXEC) {
+      o.failure = {126, "exec: " + a0 + ": exec format error\n"};
+      return o;
+    }
+    return Platform("exec", "execve(" + a0 + "): " + std::string(ErrnoName(r.err)));
+  }
+  if (r.stage == 3) return Platform("exec", "confining " + a0 + ": " + std::string(ErrnoName(r.err)));
+  return Platform("exec", "setting up " + a0 + ": " + std::string(ErrnoName(r.err)));
+}
+
+}  // namespace skiff::agent
