@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +50,39 @@ struct FunctionDef {
   // Runs the function: validates `payload` (spec §1, §1.3 check order) and
   // returns the result object or an Error with its S-code.
   std::function<Result<nlohmann::json>(const nlohmann::json& payload, CallContext& ctx)> handler;
+  // The S-codes the function can return (docs/api.md lists them).
+  std::vector<Code> errors;
 };
+
+// Errors of the engine::* functions that are not S-codes (spec §8.2/§8.3):
+// engine::functions::info throws EngineError("INVALID_ARGUMENTS" | "NOT_FOUND",
+// message) from its handler. Transports send it as {"code","message"} (WS:
+// the invocationresult `error`; HTTP: status 400 / 404 with that body).
+// Invoke() below catches it for them.
+class EngineError : public std::runtime_error {
+ public:
+  EngineError(std::string code, const std::string& message)
+      : std::runtime_error(message), code_(std::move(code)) {}
+  const std::string& code() const { return code_; }
+  nlohmann::json ToJson() const { return {{"code", code_}, {"message", what()}}; }
+
+ private:
+  std::string code_;
+};
+
+// One call as a transport sees it. Exactly one of the three is set:
+// `result`; `error` (an S-code error, send ErrorToWire); `engine_error`
+// ({"code","message"}: "function_not_found", "INVALID_ARGUMENTS", "NOT_FOUND").
+struct Invocation {
+  std::optional<nlohmann::json> result;
+  std::optional<Error> error;
+  std::optional<nlohmann::json> engine_error;
+  int http_status() const;  // 200, the S-code's status, or 404/400 for engine errors
+};
+// Looks the id up, reads a null/absent payload as {}, runs the handler and
+// catches EngineError. An unknown id gives engine_error function_not_found
+// "function '<id>' is not provided by skiff".
+Invocation Invoke(std::string_view id, const nlohmann::json& payload, CallContext& ctx);
 
 const std::vector<FunctionDef>& Functions();
 const FunctionDef* FindFunction(std::string_view id);
