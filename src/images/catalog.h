@@ -2,6 +2,7 @@
 // operator custom images; resolves a catalog name to a root filesystem.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,8 +41,16 @@ class Catalog {
   // S101 / S102 as the spec says.
   Result<ResolvedImage> Resolve(const std::string& name);
 
+  // Extension: where auto-install progress lines go (mmdebstrap output,
+  // layer steps). Default: none.
+  void SetProgress(std::function<void(const std::string&)> fn) { progress_ = std::move(fn); }
+  // The store digest of an installed preset or custom image (nullopt for
+  // `host` and for images that are not installed).
+  std::optional<std::string> InstalledDigest(const std::string& name) const;
+
  private:
   const Config& config_;
+  std::function<void(const std::string&)> progress_;
 };
 
 // The `host` image: read-only views of the host's /usr, /bin, /sbin, /lib*
