@@ -1,1 +1,658 @@
-// (being written)
+#include "isolation/jail/jail.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/log.h"
+#include "base/paths.h"
+#include "base/pidfd.h"
+#include "confine/confine.h"
+#include "isolation/jail/child.h"
+
+namespace skiff {
+namespace {
+
+constexpr uint32_t kRangeSize = 65536;
+
+Status WriteFile(const std::string& path, std::string_view value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size()))
+    return Error::Sys(Code::kS300, "write", path, n < 0 ? err : EIO);
+  return OkStatus();
+}
+
+Status MkdirAll(const std::string& path, mode_t mode) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
+      return Error::Sys(Code::kS300, "mkdir", cur, errno);
+  }
+  return OkStatus();
+}
+
+int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
+  if (type == FTW_DP) ::rmdir(path);
+  else ::unlink(path);
+  return 0;
+}
+
+// rm -rf that never crosses into another mount.
+void RemoveTree(const std::string& path) {
+  if (path.empty() || path == "/") return;
+  ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+bool SafeName(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+  });
+}
+
+bool CleanAbsolute(const std::string& p) {
+  if (p.empty() || p[0] != '/' || p.find('\0') != std::string::npos) return false;
+  if (p.find(',') != std::string::npos || p.find(':') != std::string::npos) return false;
+  std::stringstream ss(p);
+  std::string part;
+  while (std::getline(ss, part, '/'))
+    if (part == "." || part == "..") return false;
+  return true;
+}
+
+// /etc/subuid and /etc/subgid ranges, so sandbox ranges never overlap them.
+std::vector<std::pair<uint64_t, uint64_t>> SubidRanges() {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const char* f : {"/etc/subuid", "/etc/subgid"}) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto a = line.find(':');
+      auto b = line.find(':', a == std::string::npos ? a : a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      try {
+        uint64_t start = std::stoull(line.substr(a + 1, b - a - 1));
+        uint64_t count = std::stoull(line.substr(b + 1));
+        out.emplace_back(start, start + count);
+      } catch (...) {
+      }
+    }
+  }
+  return out;
+}
+
+long Clone3(clone_args* args) { return ::syscall(SYS_clone3, args, sizeof(clone_args)); }
+
+std::string StatusText(int st) {
+  if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    const char* name = sigabbrev_np(sig);
+    return "agent killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+  }
+  return "agent ended (wait status " + std::to_string(st) + ")";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Shared state: uid slots, cgroup hierarchy, confinement policy.
+
+struct JailIsolator::Shared {
+  JailOptions options;
+  jail::Cgroups cgroups;
+  std::optional<confine::ChildPolicy> confine;
+  std::string confine_error;
+  std::vector<std::pair<uint64_t, uint64_t>> subids;
+  std::string lock_dir;  // <runtime>/jail
+
+  std::mutex mu;
+  std::set<uint32_t> used;  // slots held by this process
+  uint32_t hint = 0;
+
+  std::string SlotLockPath(uint32_t slot) const {
+    return lock_dir + "/slot-" + std::to_string(slot) + ".lock";
+  }
+  std::string LiveLockPath(const std::string& id) const {
+    return lock_dir + "/live-" + id + ".lock";
+  }
+  bool SlotAllowed(uint32_t slot) const {
+    uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize, hi = lo + kRangeSize;
+    if (hi > 0xfffffffeull) return false;
+    for (auto [a, b] : subids)
+      if (lo < b && a < hi) return false;
+    return true;
+  }
+
+  struct Slot {
+    uint32_t slot = 0;
+    uint32_t base = 0;
+    UniqueFd lock;
+  };
+
+  // A free uid range, locked with flock so that other skiff processes on the
+  // host (an embedded `skiff run` next to the daemon) never pick it too.
+  Result<Slot> AcquireSlot() {
+    std::lock_guard<std::mutex> g(mu);
+    for (uint32_t i = 0; i < options.slots; ++i) {
+      uint32_t slot = (hint + i) % options.slots;
+      if (used.count(slot) || !SlotAllowed(slot)) continue;
+      std::string path = SlotLockPath(slot);
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
+      if (::flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        ::close(fd);
+        continue;
+      }
+      used.insert(slot);
+      hint = slot + 1;
+      return Slot{slot, static_cast<uint32_t>(options.uid_base + slot * kRangeSize), UniqueFd(fd)};
+    }
+    return Error(Code::kS400, "resource limit: no free jail uid range");
+  }
+  void ReleaseSlot(Slot& s) {
+    if (!s.lock) return;
+    std::lock_guard<std::mutex> g(mu);
+    s.lock.reset();
+    used.erase(s.slot);
+  }
+};
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// One sandbox.
+
+class JailInstance : public Instance {
+ public:
+  JailInstance(std::shared_ptr<JailIsolator::Shared> shared, std::string id)
+      : shared_(std::move(shared)), id_(std::move(id)) {}
+  ~JailInstance() override { Stop(std::chrono::milliseconds(0)); }
+
+  UniqueFd TakeChannel() override {
+    std::lock_guard<std::mutex> g(mu_);
+    return std::move(channel_);
+  }
+
+  void Stop(std::chrono::milliseconds grace) override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_) return;
+    if (proc_.valid() && !proc_.exited()) {
+      // Killing PID 1 of the pid namespace kills every process in it; the
+      // kernel reaps them all before init's exit is reported.
+      if (grace.count() > 0) {
+        (void)proc_.Signal(SIGTERM);
+        auto r = proc_.Wait(grace);
+        if (r.ok() && r->has_value()) goto reaped;
+      }
+      (void)proc_.Signal(SIGKILL);
+      (void)proc_.Wait(std::nullopt);
+    }
+  reaped:
+    ReleaseLocked();
+  }
+
+  bool Running() override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!proc_.valid() || proc_.exited()) return false;
+    auto r = proc_.Wait(std::chrono::milliseconds(0));
+    return r.ok() && !r->has_value();
+  }
+
+  std::string ExitReport() override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (proc_.valid() && !proc_.exited()) (void)proc_.Wait(std::chrono::milliseconds(0));
+    if (!proc_.exited()) return "running";
+    return StatusText(*proc_.status());
+  }
+
+  nlohmann::json Describe() override {
+    std::lock_guard<std::mutex> g(mu_);
+    return describe_;
+  }
+
+  // Set up by Start().
+  Process proc_;
+  UniqueFd channel_;
+  jail::SandboxCgroup cgroup_;
+  UniqueFd live_lock_;
+  std::string live_lock_path_;
+  std::string state_dir_;
+  nlohmann::json describe_;
+  JailIsolator::Shared::Slot slot_;
+
+ private:
+  void ReleaseLocked() {
+    released_ = true;
+    channel_.reset();
+    cgroup_.Remove();
+    if (!state_dir_.empty()) RemoveTree(state_dir_);
+    if (!live_lock_path_.empty()) ::unlink(live_lock_path_.c_str());
+    live_lock_.reset();
+    shared_->ReleaseSlot(slot_);
+  }
+
+  std::shared_ptr<JailIsolator::Shared> shared_;
+  std::string id_;
+  std::mutex mu_;
+  bool released_ = false;
+};
+
+// A user namespace whose root is `base` on the host: created by a throwaway
+// child (the daemon is multi-threaded and cannot unshare one itself), mapped,
+// opened, and the child killed.
+Result<UniqueFd> MakeUserNamespace(uint32_t base) {
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_NEWUSER | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = Clone3(&args);
+  if (pid < 0) return Error::Sys(Code::kS300, "clone3", "CLONE_NEWUSER", errno);
+  if (pid == 0) {
+    // Async-signal-safe: just wait to be killed.
+    for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
+  }
+  Process helper(static_cast<pid_t>(pid), UniqueFd(pidfd));  // killed + reaped on scope exit
+  std::string proc = "/proc/" + std::to_string(pid);
+  std::string map = "0 " + std::to_string(base) + " " + std::to_string(kRangeSize) + "\n";
+  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
+  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
+  int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
+  return UniqueFd(fd);
+}
+
+// A detached, read-only, idmapped copy of `dir`: files owned by host uid N
+// appear owned by N inside the sandbox's user namespace.
+Result<UniqueFd> IdmappedTree(const std::string& dir, int userns_fd) {
+  int fd = static_cast<int>(
+      ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (fd < 0) return Error::Sys(Code::kS300, "open_tree", dir, errno);
+  UniqueFd tree(fd);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = static_cast<uint64_t>(userns_fd);
+  if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+    return Error::Sys(Code::kS300, "mount_setattr(MOUNT_ATTR_IDMAP)", dir, errno);
+  return tree;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+JailIsolator::JailIsolator(JailOptions options) : options_(options) {
+  shared_ = std::make_shared<Shared>();
+  shared_->options = options;
+  shared_->cgroups = jail::Cgroups::Detect();
+  shared_->subids = SubidRanges();
+  shared_->lock_dir = paths::RuntimeDir() + "/jail";
+  auto policy = confine::BuildChildPolicy();
+  if (policy.ok()) shared_->confine = std::move(policy).value();
+  else shared_->confine_error = policy.error().message();
+  if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
+    SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
+  }
+}
+
+JailIsolator::~JailIsolator() = default;
+
+Status JailIsolator::Available() {
+  if (::geteuid() != 0)
+    return Platform("isolation", "jail: needs root (namespaces, idmapped mounts, cgroups)");
+  std::string agent = paths::AgentBinary();
+  if (::access(agent.c_str(), X_OK) < 0)
+    return Error::Sys(Code::kS300, "access", agent, errno);
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd ns, MakeUserNamespace(options_.uid_base));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, IdmappedTree("/usr", ns.get()));
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& policy) {
+  // Validate what becomes paths, mount options and limits: decide nothing,
+  // but trust nothing either.
+  if (!SafeName(policy.id, 128)) return InvalidRequest("jail: bad sandbox id");
+  if (policy.hostname.empty() || policy.hostname.size() > 64 || !SafeName(policy.hostname, 64))
+    return InvalidRequest("jail: bad hostname");
+  if (!CleanAbsolute(policy.state_dir)) return InvalidRequest("jail: bad state_dir");
+  if (policy.rootfs.layers.empty() || policy.rootfs.layers[0].target != "/")
+    return InvalidRequest("jail: rootfs must start with a \"/\" layer");
+  if (policy.memory_mb == 0 || policy.pids_max == 0)
+    return InvalidRequest("jail: memory_mb and pids_max must be positive");
+  for (const auto& l : policy.rootfs.layers) {
+    if (!CleanAbsolute(l.target) || l.lower.empty())
+      return InvalidRequest("jail: bad rootfs layer " + l.target);
+    for (const auto& d : l.lower)
+      if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
+  }
+  auto boot = [](const Error& e) { return Platform("boot", e.message()); };
+  // Phase timings for the debug log (Start is on the hot path of every run).
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
+  auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
+
+  SKIFF_RETURN_IF_ERROR(MkdirAll(shared_->lock_dir, 0700));
+  // From here on, returning destroys `inst`, which releases whatever was
+  // set up so far (the same code path as Stop).
+  auto inst = std::make_unique<JailInstance>(shared_, policy.id);
+  // Liveness lock: held while this sandbox is ours; CleanupOrphans only
+  // touches sandboxes whose lock nobody holds.
+  {
+    std::string path = shared_->LiveLockPath(policy.id);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return boot(Error::Sys(Code::kS300, "open", path, errno));
+    UniqueFd lock(fd);
+    if (::flock(fd, LOCK_EX | LOCK_NB) < 0)
+      return boot(Error::Sys(Code::kS300, "flock", path, errno));  // id in use: not ours to remove
+    inst->live_lock_ = std::move(lock);
+    inst->live_lock_path_ = path;
+  }
+  {
+    auto slot = shared_->AcquireSlot();
+    if (!slot.ok()) return std::move(slot).error();
+    inst->slot_ = std::move(slot).value();
+  }
+  const uint32_t base = inst->slot_.base;
+  SKIFF_RETURN_IF_ERROR(MkdirAll(policy.state_dir, 0700));
+  inst->state_dir_ = policy.state_dir;
+  mark("locks");
+
+  {
+    jail::CgroupLimits lim;
+    lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
+    lim.pids_max = policy.pids_max;
+    lim.cpus = policy.cpus;
+    auto cg = shared_->cgroups.Create(policy.id, lim);
+    if (!cg.ok()) return boot(cg.error());
+    inst->cgroup_ = std::move(cg).value();
+  }
+  mark("cgroup");
+
+  auto userns = MakeUserNamespace(base);
+  if (!userns.ok()) return boot(userns.error());
+  mark("userns");
+
+  // Root filesystem plan: detached idmapped lower trees, attached by the
+  // child inside its own mount namespace.
+  const size_t nl = policy.rootfs.layers.size();
+  std::vector<std::vector<UniqueFd>> lower_fds(nl);
+  std::vector<std::vector<int>> lower_raw(nl);
+  std::vector<std::vector<std::string>> lower_names(nl);
+  std::vector<std::vector<const char*>> lower_cstr(nl);
+  std::vector<std::string> mountpoints(nl), options(nl), uppers(nl), works(nl);
+  std::vector<jail::ChildLayer> layers(nl);
+  for (size_t i = 0; i < nl; ++i) {
+    const auto& l = policy.rootfs.layers[i];
+    std::string lowerdir;
+    for (size_t j = 0; j < l.lower.size(); ++j) {
+      auto tree = IdmappedTree(l.lower[j], userns->get());
+      if (!tree.ok()) return boot(tree.error());
+      lower_raw[i].push_back(tree->get());
+      lower_fds[i].push_back(std::move(tree).value());
+      lower_names[i].push_back("l" + std::to_string(i) + "." + std::to_string(j));
+      lowerdir += (j ? ":" : "") + lower_names[i].back();
+    }
+    for (const auto& n : lower_names[i]) lower_cstr[i].push_back(n.c_str());
+    mountpoints[i] = i == 0 ? "root" : "root" + l.target;
+    uppers[i] = "u" + std::to_string(i);
+    works[i] = "w" + std::to_string(i);
+    options[i] = "lowerdir=" + lowerdir + ",upperdir=" + uppers[i] + ",workdir=" + works[i];
+    layers[i].mountpoint = mountpoints[i].c_str();
+    layers[i].options = options[i].c_str();
+    layers[i].upper = uppers[i].c_str();
+    layers[i].work = works[i].c_str();
+    layers[i].n_lower = static_cast<int>(lower_raw[i].size());
+    layers[i].lower_fds = lower_raw[i].data();
+    layers[i].lower_dirs = lower_cstr[i].data();
+  }
+
+  std::string agent_path = paths::AgentBinary();
+  UniqueFd agent(::open(agent_path.c_str(), O_PATH | O_CLOEXEC));
+  if (!agent) return boot(Error::Sys(Code::kS300, "open", agent_path, errno));
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return boot(Error::Sys(Code::kS300, "socketpair", "agent channel", errno));
+  UniqueFd host_end(sv[0]), child_end(sv[1]);
+  int ep[2];
+  if (::pipe2(ep, O_CLOEXEC) < 0) return boot(Error::Sys(Code::kS300, "pipe2", "boot", errno));
+  UniqueFd err_read(ep[0]), err_write(ep[1]);
+  mark("trees");
+
+  const uint64_t tmp_mb = policy.tmp_size_mb ? policy.tmp_size_mb
+                                             : std::max<uint64_t>(policy.memory_mb / 2, 1);
+  const uint64_t upper_mb = options_.upper_size_mb ? options_.upper_size_mb : policy.memory_mb;
+  const std::string owner = ",uid=" + std::to_string(base) + ",gid=" + std::to_string(base);
+  const std::string state_opts = "size=" + std::to_string(upper_mb) + "m,mode=0700";
+  const std::string dev_opts = "size=64k,nr_inodes=64,mode=0755" + owner;
+  const std::string shm_opts = "size=" + std::to_string(tmp_mb) + "m,mode=1777" + owner;
+  const std::string tmp_opts = shm_opts;
+  std::vector<int> cg_fds = inst->cgroup_.procs_fds();
+  const char* argv[] = {"skiff-agent", "--fd", "3", nullptr};
+  const char* envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "HOME=/root", nullptr};
+
+  jail::ChildPlan plan;
+  plan.sock_fd = child_end.get();
+  plan.agent_fd = agent.get();
+  plan.err_fd = err_write.get();
+  plan.userns_fd = userns->get();
+  plan.cgroup_fds = cg_fds.data();
+  plan.n_cgroup_fds = static_cast<int>(cg_fds.size());
+  plan.hostname = policy.hostname.c_str();
+  plan.state_dir = policy.state_dir.c_str();
+  plan.state_opts = state_opts.c_str();
+  plan.layers = layers.data();
+  plan.n_layers = static_cast<int>(nl);
+  plan.dev_opts = dev_opts.c_str();
+  plan.shm_opts = shm_opts.c_str();
+  plan.tmp_opts = tmp_opts.c_str();
+  plan.uid_base = base;
+  plan.nofile = options_.nofile;
+  if (rlimit cur{}; ::getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < plan.nofile)
+    plan.nofile = cur.rlim_max;  // raising it would need CAP_SYS_RESOURCE
+  plan.nproc = policy.pids_max;
+  plan.confine = shared_->confine ? &*shared_->confine : nullptr;
+  plan.argv = const_cast<char* const*>(argv);
+  plan.envp = const_cast<char* const*>(envp);
+
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+               CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  if (inst->cgroup_.v2_dir_fd() >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(inst->cgroup_.v2_dir_fd());
+  }
+  long pid = Clone3(&args);
+  if (pid < 0) return boot(Error::Sys(Code::kS300, "clone3", "sandbox init", errno));
+  if (pid == 0) jail::RunChild(plan);  // never returns
+  inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
+  mark("clone");
+
+  // Parent: drop the child's ends, then wait for exec (EOF) or a failure report.
+  child_end.reset();
+  err_write.reset();
+  agent.reset();
+  inst->cgroup_.CloseSetupFds();
+  lower_fds.clear();
+  jail::ChildError ce;
+  ssize_t n;
+  do n = ::read(err_read.get(), &ce, sizeof ce);
+  while (n < 0 && errno == EINTR);
+  if (n != 0) {
+    if (n != static_cast<ssize_t>(sizeof ce))
+      return Platform("boot", "sandbox init failed before exec (short report)");
+    ce.call[sizeof ce.call - 1] = ce.object[sizeof ce.object - 1] = '\0';
+    return boot(Error::Sys(Code::kS300, ce.call, ce.object, ce.err));
+  }
+  inst->channel_ = std::move(host_end);
+  mark("exec");
+  if (log::Enabled(log::Level::kDebug)) {
+    std::string t;
+    for (size_t i = 1; i < marks.size(); ++i)
+      t += std::string(" ") + marks[i].first + "=" +
+           std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                              marks[i].second - marks[i - 1].second).count()) + "us";
+    SKIFF_LOG(Debug) << "jail: started " << policy.id << ":" << t;
+  }
+  inst->describe_ = {{"isolation", "jail"},
+                     {"pid", pid},
+                     {"uid_base", base},
+                     {"cgroup", shared_->cgroups.kind() != jail::Cgroups::Kind::kNone},
+                     {"cgroup_hierarchy", std::string(shared_->cgroups.kind_name())},
+                     {"seccomp", plan.confine != nullptr},
+                     {"memory_mb", policy.memory_mb},
+                     {"pids_max", policy.pids_max},
+                     {"cpus", policy.cpus},
+                     {"tmp_size_mb", tmp_mb}};
+  return std::unique_ptr<Instance>(std::move(inst));
+}
+
+void JailIsolator::CleanupOrphans() {
+  auto held_elsewhere = [](const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    bool held = ::flock(fd, LOCK_EX | LOCK_NB) < 0;
+    ::close(fd);
+    return held;
+  };
+  // 1. Processes running as a sandbox uid whose slot nobody holds.
+  const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * kRangeSize;
+  std::set<uint32_t> free_checked, busy;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      std::ifstream st(std::string("/proc/") + e->d_name + "/status");
+      std::string line;
+      uint64_t uid = 0;
+      while (std::getline(st, line))
+        if (line.rfind("Uid:", 0) == 0) {
+          uid = std::strtoull(line.c_str() + 4, nullptr, 10);
+          break;
+        }
+      if (uid < lo || uid >= hi) continue;
+      uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
+      {
+        std::lock_guard<std::mutex> g(shared_->mu);
+        if (shared_->used.count(slot)) continue;
+      }
+      if (busy.count(slot)) continue;
+      if (!free_checked.count(slot)) {
+        if (held_elsewhere(shared_->SlotLockPath(slot))) {
+          busy.insert(slot);
+          continue;
+        }
+        free_checked.insert(slot);
+      }
+      pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+      auto p = Process::Open(pid);
+      if (p.ok()) {
+        SKIFF_LOG(Info) << "jail: killing orphan sandbox process " << pid << " (uid " << uid << ")";
+        (void)p->Signal(SIGKILL);
+      }
+    }
+    ::closedir(d);
+  }
+  // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
+  std::set<std::string> orphan_ids;
+  if (DIR* d = ::opendir(shared_->lock_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("live-", 0) != 0 || name.size() < 11) continue;
+      std::string id = name.substr(5, name.size() - 10);
+      if (!held_elsewhere(shared_->lock_dir + "/" + name)) orphan_ids.insert(id);
+    }
+    ::closedir(d);
+  }
+  for (const auto& base : shared_->cgroups.bases()) {
+    if (DIR* d = ::opendir(base.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string id = e->d_name;
+        if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
+        if (held_elsewhere(shared_->LiveLockPath(id))) continue;
+        if (!jail::KillAndRemoveCgroup(base + "/" + id)) {
+          SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
+        }
+      }
+      ::closedir(d);
+    }
+  }
+  for (const auto& id : orphan_ids) {
+    if (!SafeName(id, 128)) continue;
+    SKIFF_LOG(Info) << "jail: removing leftovers of sandbox " << id;
+    RemoveTree(paths::RuntimeDir() + "/sandboxes/" + id);
+    ::unlink(shared_->LiveLockPath(id).c_str());
+  }
+}
+
+nlohmann::json JailIsolator::Doctor() {
+  nlohmann::json j;
+  j["root"] = ::geteuid() == 0;
+  {
+    std::ifstream f("/proc/sys/user/max_user_namespaces");
+    long v = -1;
+    f >> v;
+    auto ns = MakeUserNamespace(options_.uid_base);
+    j["user_namespaces"] = {{"ok", ns.ok()}, {"max_user_namespaces", v}};
+    if (!ns.ok()) j["user_namespaces"]["error"] = ns.error().message();
+    if (ns.ok()) {
+      auto t = IdmappedTree("/usr", ns->get());
+      j["idmapped_mounts"] = {{"ok", t.ok()}};
+      if (!t.ok()) j["idmapped_mounts"]["error"] = t.error().message();
+    } else {
+      j["idmapped_mounts"] = {{"ok", false}, {"error", "no user namespace"}};
+    }
+  }
+  {
+    std::ifstream f("/proc/filesystems");
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    j["overlayfs"] = {{"ok", all.find("\toverlay\n") != std::string::npos}};
+    j["tmpfs"] = {{"ok", all.find("\ttmpfs\n") != std::string::npos}};
+  }
+  j["seccomp"] = {{"ok", shared_->confine.has_value()},
+                  {"kernel", ::access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0}};
+  if (!shared_->confine) j["seccomp"]["error"] = shared_->confine_error;
+  j["cgroups"] = shared_->cgroups.Describe();
+  std::string agent = paths::AgentBinary();
+  j["agent"] = {{"path", agent}, {"ok", ::access(agent.c_str(), X_OK) == 0}};
+  auto avail = Available();
+  j["available"] = avail.ok();
+  if (!avail.ok()) j["error"] = avail.error().message();
+  return j;
+}
+
+std::unique_ptr<Isolator> MakeJailIsolator() { return std::make_unique<JailIsolator>(); }
+
+}  // namespace skiff

@@ -1,0 +1,291 @@
+#include "isolation/jail/cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+
+namespace skiff::jail {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Status WriteFile(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size()))
+    return Error::Sys(Code::kS300, "write", path + " <- " + value, n < 0 ? err : EIO);
+  return OkStatus();
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string Join(const std::string& a, const std::string& b) {
+  std::string r = a;
+  while (!r.empty() && r.back() == '/') r.pop_back();
+  if (b.empty() || b == "/") return r;
+  if (b.front() != '/') r.push_back('/');
+  r += b;
+  while (!r.empty() && r.back() == '/') r.pop_back();
+  return r;
+}
+
+struct MountEntry {
+  std::string root, mountpoint, fstype, superopts;
+};
+
+std::vector<MountEntry> CgroupMounts() {
+  std::vector<MountEntry> out;
+  std::ifstream f("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    auto pre = Split(line.substr(0, dash), ' ');
+    auto post = Split(line.substr(dash + 3), ' ');
+    if (pre.size() < 5 || post.size() < 3) continue;
+    if (post[0] != "cgroup" && post[0] != "cgroup2") continue;
+    out.push_back({pre[3], pre[4], post[0], post[2]});
+  }
+  return out;
+}
+
+bool HasWord(const std::string& list, char sep, const std::string& word) {
+  for (const auto& w : Split(list, sep))
+    if (w == word) return true;
+  return false;
+}
+
+bool MkdirWritable(const std::string& dir, std::string* why) {
+  if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
+    *why = "mkdir(" + dir + "): " + std::string(ErrnoName(errno));
+    return false;
+  }
+  if (::access(dir.c_str(), W_OK) < 0) {
+    *why = "access(" + dir + "): " + std::string(ErrnoName(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> SandboxCgroup::procs_fds() const {
+  std::vector<int> fds;
+  for (const auto& f : procs_) fds.push_back(f.get());
+  return fds;
+}
+
+void SandboxCgroup::CloseSetupFds() {
+  procs_.clear();
+  v2_dir_.reset();
+}
+
+void SandboxCgroup::Remove() {
+  CloseSetupFds();
+  for (const auto& d : dirs_)
+    if (!KillAndRemoveCgroup(d)) {
+      SKIFF_LOG(Warn) << "jail: could not remove cgroup " << d;
+    }
+  dirs_.clear();
+}
+
+bool KillAndRemoveCgroup(const std::string& dir) {
+  using namespace std::chrono_literals;
+  auto delay = 200us;
+  for (int attempt = 0; attempt < 40; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
+    if (errno != EBUSY) return false;
+    // Still populated: kill what is listed (pidfd, so a reused pid is never
+    // signalled once the process is gone) and give the kernel a moment.
+    std::ifstream procs(dir + "/cgroup.procs");
+    pid_t pid;
+    while (procs >> pid) {
+      int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (pfd < 0) continue;
+      ::syscall(SYS_pidfd_send_signal, pfd, SIGKILL, nullptr, 0);
+      ::close(pfd);
+    }
+    std::this_thread::sleep_for(delay);
+    if (delay < 50ms) delay *= 2;
+  }
+  return false;
+}
+
+std::string_view Cgroups::kind_name() const {
+  switch (kind_) {
+    case Kind::kV1: return "v1";
+    case Kind::kV2: return "v2";
+    default: return "none";
+  }
+}
+
+nlohmann::json Cgroups::Describe() const {
+  nlohmann::json j{{"hierarchy", std::string(kind_name())}, {"writable", kind_ != Kind::kNone}};
+  if (kind_ == Kind::kNone) {
+    j["note"] = "no writable cgroup hierarchy with memory and pids controllers: limits fall back "
+                "to rlimits (" + why_ + ")";
+  } else {
+    j["dirs"] = bases_;
+    if (kind_ == Kind::kV1) j["memsw"] = memsw_;
+  }
+  return j;
+}
+
+Cgroups Cgroups::Detect() {
+  Cgroups cg;
+  auto mounts = CgroupMounts();
+  // hierarchy id -> (controllers, path) from /proc/self/cgroup.
+  std::string v2_path;
+  std::map<std::string, std::string> v1_path;  // controller -> path
+  {
+    std::ifstream f("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(f, line)) {
+      auto a = line.find(':');
+      auto b = line.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      if (line.substr(0, a) == "0" && ctrls.empty()) {
+        v2_path = path;
+        continue;
+      }
+      for (const auto& c : Split(ctrls, ',')) v1_path[c] = path;
+    }
+  }
+  std::string why_v2 = "no cgroup2 mount";
+  // cgroup v2 first, when it has the controllers we need.
+  for (const auto& m : mounts) {
+    if (m.fstype != "cgroup2" || m.root != "/") continue;
+    std::string self = Join(m.mountpoint, v2_path.empty() ? "/" : v2_path);
+    std::string ctrls = ReadFile(self + "/cgroup.controllers");
+    while (!ctrls.empty() && ctrls.back() == '\n') ctrls.pop_back();
+    if (!HasWord(ctrls, ' ', "memory") || !HasWord(ctrls, ' ', "pids")) {
+      why_v2 = "cgroup2 at " + m.mountpoint + " offers no memory/pids controllers";
+      continue;
+    }
+    std::string enable = "+memory +pids";
+    if (HasWord(ctrls, ' ', "cpu")) enable += " +cpu";
+    std::string base = self + "/skiff";
+    if (!MkdirWritable(base, &why_v2)) continue;
+    // Our own cgroup must delegate the controllers to skiff/, and skiff/ to
+    // the sandboxes (fails when our cgroup holds processes and is not root).
+    if (!WriteFile(self + "/cgroup.subtree_control", enable).ok() ||
+        !WriteFile(base + "/cgroup.subtree_control", enable).ok()) {
+      why_v2 = "cannot enable controllers below " + self;
+      continue;
+    }
+    cg.kind_ = Kind::kV2;
+    cg.bases_ = {base};
+    return cg;
+  }
+  // cgroup v1: memory and pids required, cpu optional.
+  std::string why_v1;
+  std::vector<std::string> bases;
+  bool memsw = false;
+  for (const char* ctrl : {"memory", "pids", "cpu"}) {
+    std::string found;
+    for (const auto& m : mounts) {
+      if (m.fstype != "cgroup" || m.root != "/" || !HasWord(m.superopts, ',', ctrl)) continue;
+      auto it = v1_path.find(ctrl);
+      std::string base = Join(m.mountpoint, it == v1_path.end() ? "/" : it->second) + "/skiff";
+      std::string why;
+      if (MkdirWritable(base, &why)) {
+        found = base;
+        break;
+      }
+      why_v1 = why;
+    }
+    if (found.empty()) {
+      if (std::string_view(ctrl) == "cpu") continue;
+      if (why_v1.empty()) why_v1 = std::string("no cgroup v1 ") + ctrl + " hierarchy";
+      bases.clear();
+      break;
+    }
+    if (std::string_view(ctrl) == "memory")
+      memsw = ::access((found + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0;
+    bases.push_back(found);
+  }
+  if (!bases.empty()) {
+    cg.kind_ = Kind::kV1;
+    cg.bases_ = bases;
+    cg.memsw_ = memsw;
+    return cg;
+  }
+  cg.why_ = why_v2 + "; " + why_v1;
+  return cg;
+}
+
+Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits& lim) const {
+  SandboxCgroup sc;
+  if (kind_ == Kind::kNone) return sc;
+  for (const auto& base : bases_) {
+    std::string dir = base + "/" + id;
+    if (::mkdir(dir.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", dir, errno);
+    sc.dirs_.push_back(dir);
+    if (kind_ == Kind::kV2) {
+      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/memory.max", std::to_string(lim.memory_bytes)));
+      (void)WriteFile(dir + "/memory.swap.max", "0");
+      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
+      if (lim.cpus > 0 && ::access((dir + "/cpu.max").c_str(), F_OK) == 0)
+        SKIFF_RETURN_IF_ERROR(
+            WriteFile(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
+      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return Error::Sys(Code::kS300, "open", dir, errno);
+      sc.v2_dir_.reset(fd);
+      continue;
+    }
+    if (::access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0) {
+      SKIFF_RETURN_IF_ERROR(
+          WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
+      if (memsw_)
+        SKIFF_RETURN_IF_ERROR(
+            WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
+    }
+    if (::access((dir + "/pids.max").c_str(), F_OK) == 0)
+      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
+    if (lim.cpus > 0 && ::access((dir + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
+      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_period_us", "100000"));
+      SKIFF_RETURN_IF_ERROR(
+          WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
+    }
+    std::string procs = dir + "/cgroup.procs";
+    int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Error::Sys(Code::kS300, "open", procs, errno);
+    sc.procs_.emplace_back(fd);
+  }
+  return sc;
+}
+
+}  // namespace skiff::jail

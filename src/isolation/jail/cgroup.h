@@ -1,0 +1,83 @@
+// Per-sandbox cgroups for the jail backend.
+//
+// The hierarchy is detected once: cgroup v2 when a cgroup2 mount offers the
+// memory and pids controllers below the daemon's own cgroup, otherwise the
+// cgroup v1 memory/pids/cpu hierarchies. Sandboxes live in
+// <hierarchy>/<daemon's cgroup>/skiff/<sandbox-id>, i.e. nested under the
+// daemon, so whatever limits the daemon itself runs under also bound them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+
+namespace skiff::jail {
+
+struct CgroupLimits {
+  uint64_t memory_bytes = 0;
+  uint32_t pids_max = 0;
+  uint32_t cpus = 0;
+};
+
+// One sandbox's cgroup directories (one per v1 controller, or one v2 dir).
+class SandboxCgroup {
+ public:
+  SandboxCgroup() = default;
+  SandboxCgroup(SandboxCgroup&&) noexcept = default;
+  SandboxCgroup& operator=(SandboxCgroup&&) noexcept = default;
+  ~SandboxCgroup() { Remove(); }
+
+  bool active() const { return !dirs_.empty(); }
+  const std::vector<std::string>& dirs() const { return dirs_; }
+  // v1: open cgroup.procs files the child writes "0" into (before exec).
+  std::vector<int> procs_fds() const;
+  // v2: the directory fd for clone3(CLONE_INTO_CGROUP), -1 for v1.
+  int v2_dir_fd() const { return v2_dir_.get(); }
+  void CloseSetupFds();
+
+  // SIGKILLs whatever is still in the cgroup, waits for it to empty and
+  // removes the directories. Idempotent.
+  void Remove();
+
+ private:
+  friend class Cgroups;
+  std::vector<std::string> dirs_;
+  std::vector<UniqueFd> procs_;
+  UniqueFd v2_dir_;
+};
+
+class Cgroups {
+ public:
+  enum class Kind { kNone, kV1, kV2 };
+  // Detects the usable hierarchy (creating the skiff/ parent directories).
+  static Cgroups Detect();
+
+  Kind kind() const { return kind_; }
+  std::string_view kind_name() const;
+  // Why there is no usable hierarchy (kNone), for doctor.
+  const std::string& why_none() const { return why_; }
+  nlohmann::json Describe() const;
+
+  // Creates <base>/<id> in every hierarchy with the limits applied.
+  Result<SandboxCgroup> Create(const std::string& id, const CgroupLimits& limits) const;
+
+  // The skiff/ parent directories (for orphan cleanup).
+  const std::vector<std::string>& bases() const { return bases_; }
+
+ private:
+  Kind kind_ = Kind::kNone;
+  std::vector<std::string> bases_;  // v1: memory, pids, cpu[, cpuacct]; v2: one
+  bool memsw_ = false;
+  std::string why_;
+};
+
+// Kills every process listed in <dir>/cgroup.procs and removes <dir>.
+// Returns false when the directory could not be removed.
+bool KillAndRemoveCgroup(const std::string& dir);
+
+}  // namespace skiff::jail

@@ -1,0 +1,247 @@
+// Post-clone setup of the sandbox init. ASYNC-SIGNAL-SAFE ONLY: this runs in
+// a child cloned from a multi-threaded process; only raw system calls on
+// memory prepared before the clone, no malloc, no locks, no glibc set*id
+// wrappers (they broadcast to threads that do not exist here).
+#include "isolation/jail/child.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "confine/confine.h"
+
+namespace skiff::jail {
+namespace {
+
+void CopyStr(char* dst, size_t cap, const char* src) {
+  size_t i = 0;
+  if (src != nullptr)
+    for (; src[i] != '\0' && i + 1 < cap; ++i) dst[i] = src[i];
+  dst[i] = '\0';
+}
+
+// Reports the failed step to the parent and exits. Async-signal-safe.
+[[noreturn]] void Fail(const ChildPlan& p, int err, const char* call, const char* object) {
+  ChildError e;
+  e.err = err;
+  CopyStr(e.call, sizeof e.call, call);
+  CopyStr(e.object, sizeof e.object, object);
+  ssize_t n;
+  do n = ::write(p.err_fd, &e, sizeof e);
+  while (n < 0 && errno == EINTR);
+  ::syscall(SYS_exit_group, 125);
+  __builtin_unreachable();
+}
+
+void Check(const ChildPlan& p, long r, const char* call, const char* object) {
+  if (r < 0) Fail(p, errno, call, object);
+}
+
+void Mount(const ChildPlan& p, const char* src, const char* target, const char* type,
+           unsigned long flags, const char* data) {
+  Check(p, ::mount(src, target, type, flags, data), type ? type : "mount", target);
+}
+
+void EnsureDir(const ChildPlan& p, const char* path, mode_t mode) {
+  if (::mkdir(path, mode) < 0 && errno != EEXIST) Fail(p, errno, "mkdir", path);
+}
+
+// Owned by root inside the sandbox.
+void OwnBySandboxRoot(const ChildPlan& p, const char* path) {
+  Check(p, ::syscall(SYS_fchownat, AT_FDCWD, path, p.uid_base, p.uid_base, AT_SYMLINK_NOFOLLOW),
+        "chown", path);
+}
+
+// Binds /dev/null over a file (or an empty read-only tmpfs over a
+// directory) so the sandbox cannot read it. Missing entries are fine.
+void MaskPath(const ChildPlan& p, const char* path, bool dir) {
+  struct stat st;
+  if (::lstat(path, &st) < 0) return;
+  if (dir)
+    Mount(p, "tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555");
+  else
+    Mount(p, "/dev/null", path, nullptr, MS_BIND, nullptr);
+}
+
+void ReadOnly(const ChildPlan& p, const char* path) {
+  struct stat st;
+  if (::lstat(path, &st) < 0) return;
+  Mount(p, path, path, nullptr, MS_BIND | MS_REC, nullptr);
+  Mount(p, nullptr, path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+        nullptr);
+}
+
+void BindDevice(const ChildPlan& p, const char* host, const char* target) {
+  int fd = ::open(target, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) Fail(p, errno, "open", target);
+  ::close(fd);
+  Mount(p, host, target, nullptr, MS_BIND, nullptr);
+}
+
+void Symlink(const ChildPlan& p, const char* to, const char* at) {
+  Check(p, ::symlink(to, at), "symlink", at);
+  OwnBySandboxRoot(p, at);
+}
+
+void LoopbackUp(const ChildPlan& p) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) Fail(p, errno, "socket", "lo");
+  struct ifreq ifr;
+  ::memset(&ifr, 0, sizeof ifr);
+  ::memcpy(ifr.ifr_name, "lo", 3);
+  Check(p, ::ioctl(s, SIOCGIFFLAGS, &ifr), "ioctl(SIOCGIFFLAGS)", "lo");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  Check(p, ::ioctl(s, SIOCSIFFLAGS, &ifr), "ioctl(SIOCSIFFLAGS)", "lo");
+  ::close(s);
+}
+
+void SetLimit(const ChildPlan& p, int resource, uint64_t value, const char* name) {
+  struct rlimit rl;
+  rl.rlim_cur = value;
+  rl.rlim_max = value;
+  Check(p, ::syscall(SYS_prlimit64, 0, resource, &rl, nullptr), "setrlimit", name);
+}
+
+}  // namespace
+
+void RunChild(const ChildPlan& p) noexcept {
+  ::umask(022);
+  // Into the sandbox's cgroups (v1; v2 used CLONE_INTO_CGROUP), then a
+  // cgroup namespace rooted there.
+  for (int i = 0; i < p.n_cgroup_fds; ++i)
+    if (::write(p.cgroup_fds[i], "0", 1) != 1) Fail(p, errno, "write", "cgroup.procs");
+  Check(p, ::unshare(CLONE_NEWCGROUP), "unshare", "CLONE_NEWCGROUP");
+
+  Check(p, ::sethostname(p.hostname, ::strlen(p.hostname)), "sethostname", p.hostname);
+  LoopbackUp(p);
+
+  // Mounts: nothing propagates back to the host. The per-sandbox tmpfs only
+  // exists in this mount namespace, so it dies with the sandbox.
+  Mount(p, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);
+  Mount(p, "tmpfs", p.state_dir, "tmpfs", MS_NOSUID | MS_NODEV, p.state_opts);
+  Check(p, ::chdir(p.state_dir), "chdir", p.state_dir);
+  EnsureDir(p, "root", 0755);
+  for (int i = 0; i < p.n_layers; ++i) {
+    const ChildLayer& l = p.layers[i];
+    EnsureDir(p, l.upper, 0755);
+    OwnBySandboxRoot(p, l.upper);
+    EnsureDir(p, l.work, 0700);
+    for (int j = 0; j < l.n_lower; ++j) {
+      EnsureDir(p, l.lower_dirs[j], 0755);
+      Check(p,
+            ::syscall(SYS_move_mount, l.lower_fds[j], "", AT_FDCWD, l.lower_dirs[j],
+                      MOVE_MOUNT_F_EMPTY_PATH),
+            "move_mount", l.lower_dirs[j]);
+    }
+    if (i > 0) EnsureDir(p, l.mountpoint, 0755);
+    Mount(p, "overlay", l.mountpoint, "overlay", MS_NOSUID | MS_NODEV, l.options);
+  }
+
+  // /proc, fresh for the new pid namespace, with the sensitive parts masked.
+  EnsureDir(p, "root/proc", 0555);
+  Mount(p, "proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  for (const char* f : {"root/proc/kcore", "root/proc/keys", "root/proc/key-users",
+                        "root/proc/timer_list", "root/proc/sched_debug", "root/proc/latency_stats",
+                        "root/proc/sysrq-trigger", "root/proc/kallsyms", "root/proc/kpagecount",
+                        "root/proc/kpageflags", "root/proc/kpagecgroup", "root/proc/config.gz",
+                        "root/proc/vmallocinfo", "root/proc/slabinfo"})
+    MaskPath(p, f, false);
+  for (const char* d : {"root/proc/acpi", "root/proc/scsi", "root/proc/asound", "root/proc/driver"})
+    MaskPath(p, d, true);
+  for (const char* d : {"root/proc/sys", "root/proc/irq", "root/proc/bus", "root/proc/fs"})
+    ReadOnly(p, d);
+
+  // Minimal /dev.
+  EnsureDir(p, "root/dev", 0755);
+  Mount(p, "tmpfs", "root/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, p.dev_opts);
+  BindDevice(p, "/dev/null", "root/dev/null");
+  BindDevice(p, "/dev/zero", "root/dev/zero");
+  BindDevice(p, "/dev/full", "root/dev/full");
+  BindDevice(p, "/dev/random", "root/dev/random");
+  BindDevice(p, "/dev/urandom", "root/dev/urandom");
+  BindDevice(p, "/dev/tty", "root/dev/tty");
+  EnsureDir(p, "root/dev/pts", 0755);
+  Mount(p, "devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+        "newinstance,ptmxmode=0666,mode=0620");
+  Symlink(p, "pts/ptmx", "root/dev/ptmx");
+  EnsureDir(p, "root/dev/shm", 01777);
+  Mount(p, "tmpfs", "root/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p.shm_opts);
+  Symlink(p, "/proc/self/fd", "root/dev/fd");
+  Symlink(p, "/proc/self/fd/0", "root/dev/stdin");
+  Symlink(p, "/proc/self/fd/1", "root/dev/stdout");
+  Symlink(p, "/proc/self/fd/2", "root/dev/stderr");
+
+  // /sys read-only (a fresh sysfs shows only this network namespace).
+  EnsureDir(p, "root/sys", 0555);
+  Mount(p, "sysfs", "root/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  MaskPath(p, "root/sys/firmware", true);
+  MaskPath(p, "root/sys/kernel/security", true);
+  MaskPath(p, "root/sys/kernel/debug", true);
+
+  // /tmp.
+  EnsureDir(p, "root/tmp", 01777);
+  Mount(p, "tmpfs", "root/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p.tmp_opts);
+
+  // Into the new root; the old one is detached (the per-sandbox tmpfs stays
+  // alive through the overlays that use it).
+  Check(p, ::chdir("root"), "chdir", "root");
+  Check(p, ::syscall(SYS_pivot_root, ".", "."), "pivot_root", ".");
+  Check(p, ::umount2(".", MNT_DETACH), "umount2", "old root");
+  Check(p, ::chdir("/"), "chdir", "/");
+
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) Fail(p, errno, "open", "/dev/null");
+  for (int fd = 0; fd < 3; ++fd) Check(p, ::dup2(null_fd, fd), "dup2", "/dev/null");
+
+  // rlimits while still privileged (raising a hard limit needs host rights).
+  SetLimit(p, RLIMIT_CORE, 0, "RLIMIT_CORE");
+  SetLimit(p, RLIMIT_NOFILE, p.nofile, "RLIMIT_NOFILE");
+  if (p.nproc > 0) SetLimit(p, RLIMIT_NPROC, p.nproc, "RLIMIT_NPROC");
+
+  // The user namespace: root inside = uid_base on the host. The mount, pid,
+  // net, ipc and uts namespaces stay owned by the host's user namespace, so
+  // root inside holds no capability over them (it cannot mount, unmount the
+  // masks, or reconfigure the network).
+  Check(p, ::syscall(SYS_setns, p.userns_fd, CLONE_NEWUSER), "setns", "user namespace");
+  Check(p, ::syscall(SYS_setgroups, 0, nullptr), "setgroups", "0");
+  Check(p, ::syscall(SYS_setresgid, 0, 0, 0), "setresgid", "0");
+  Check(p, ::syscall(SYS_setresuid, 0, 0, 0), "setresuid", "0");
+
+  // Final descriptors: 3 = channel, 4 = agent binary, 5 = error pipe. Move
+  // them out of the way first so no dup2 clobbers another.
+  int sock = ::fcntl(p.sock_fd, F_DUPFD_CLOEXEC, 10);
+  int agent = ::fcntl(p.agent_fd, F_DUPFD_CLOEXEC, 10);
+  int err = ::fcntl(p.err_fd, F_DUPFD_CLOEXEC, 10);
+  if (sock < 0 || agent < 0 || err < 0) Fail(p, errno, "fcntl", "F_DUPFD_CLOEXEC");
+  ChildPlan q = p;
+  q.err_fd = err;
+  if (::dup3(err, 5, O_CLOEXEC) < 0) Fail(q, errno, "dup3", "error pipe");
+  q.err_fd = 5;
+  Check(q, ::dup2(sock, 3), "dup2", "channel");
+  Check(q, ::dup3(agent, 4, O_CLOEXEC), "dup3", "agent");
+  Check(q, ::syscall(SYS_close_range, 6, ~0U, 0), "close_range", "6..");
+
+  if (p.confine != nullptr) {
+    confine::ApplyResult r = confine::ApplyInChild(*p.confine);
+    if (!r.ok()) Fail(q, r.err, "confine", r.step);
+  } else {
+    Check(q, ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl", "PR_SET_NO_NEW_PRIVS");
+  }
+  ::syscall(SYS_execveat, 4, "", p.argv, p.envp, AT_EMPTY_PATH);
+  Fail(q, errno, "execveat", p.argv[0]);
+}
+
+}  // namespace skiff::jail

@@ -1,0 +1,62 @@
+// The code that runs in the sandbox's init between clone3() and execveat()
+// of skiff-agent. The parent is multi-threaded, so everything here is
+// async-signal-safe: raw system calls on data prepared by the parent before
+// the clone, no allocation, no locks, no stdio.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace skiff::confine {
+struct ChildPolicy;
+}
+
+namespace skiff::jail {
+
+// One overlay mount inside the sandbox. All paths are relative to the
+// per-sandbox tmpfs the child mounts on the state directory.
+struct ChildLayer {
+  const char* mountpoint = nullptr;  // "root" or "root/usr"
+  const char* options = nullptr;     // "lowerdir=l0.0,upperdir=u0,workdir=w0"
+  const char* upper = nullptr;
+  const char* work = nullptr;
+  int n_lower = 0;
+  const int* lower_fds = nullptr;            // detached idmapped mounts
+  const char* const* lower_dirs = nullptr;   // where to attach them
+};
+
+struct ChildPlan {
+  int sock_fd = -1;     // becomes fd 3 of the agent
+  int agent_fd = -1;    // O_PATH fd of the agent binary (execveat)
+  int err_fd = -1;      // CLOEXEC pipe: a ChildError on failure, EOF on exec
+  int userns_fd = -1;   // the sandbox's user namespace (already mapped)
+  const int* cgroup_fds = nullptr;  // v1 cgroup.procs files to write "0" into
+  int n_cgroup_fds = 0;
+  const char* hostname = nullptr;
+  const char* state_dir = nullptr;
+  const char* state_opts = nullptr;  // tmpfs options for the state tmpfs
+  const ChildLayer* layers = nullptr;
+  int n_layers = 0;
+  const char* dev_opts = nullptr;
+  const char* shm_opts = nullptr;
+  const char* tmp_opts = nullptr;
+  uid_t uid_base = 0;
+  uint64_t nofile = 65536;
+  uint64_t nproc = 0;  // 0 = leave
+  const confine::ChildPolicy* confine = nullptr;  // null = no_new_privs only
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+};
+
+// What the child reports through err_fd when a step fails.
+struct ChildError {
+  int err = 0;
+  char call[32] = {};
+  char object[160] = {};
+};
+
+// Runs the setup and execs the agent; never returns.
+[[noreturn]] void RunChild(const ChildPlan& plan) noexcept;
+
+}  // namespace skiff::jail
