@@ -647,6 +647,8 @@ int Loop::Run() {
         for (uint8_t ch = 0; ch < proto::kChannels; ++ch)
           done = done && s.pending_off[ch] >= s.pending[ch].size() && !s.pending_end[ch];
       } else if (s.kind == Kind::kExec) {
+        // The host ended stdin and everything was delivered: the child sees EOF.
+        if (s.stdin_w && s.stdin_end && s.stdin_buf.empty()) s.stdin_w.reset();
         int64_t now = NowMs();
         if (!s.killed && s.deadline_ms >= 0 && now >= s.deadline_ms) {
           s.timed_out = true;
@@ -716,9 +718,6 @@ int Loop::Run() {
       PumpExec(*it->second, sl.out >= 0 ? &pfds[sl.out] : nullptr,
                sl.err >= 0 ? &pfds[sl.err] : nullptr, sl.in >= 0 ? &pfds[sl.in] : nullptr);
     }
-    // Close stdin of execs whose host side ended it with nothing pending.
-    for (auto& [id, s] : streams_)
-      if (s->kind == Kind::kExec && s->stdin_w && s->stdin_end && s->stdin_buf.empty()) s->stdin_w.reset();
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = ::read(ch_.get(), rbuf.data(), rbuf.size());
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) {

@@ -1,0 +1,76 @@
+// Small, pure helpers of the HTTP and WebSocket transports: URL decoding,
+// query strings, request routing, bounded JSON parsing, constant-time token
+// comparison. No I/O here, so every piece is unit-tested directly.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace skiff::api {
+
+inline constexpr size_t kMaxPayloadBytes = 32u << 20;  // spec §9
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// Percent-decodes `in` ("%3A" -> ":"). '+' is kept literally unless
+// `plus_is_space`. nullopt for a malformed escape.
+std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space = false);
+std::string PercentEncode(std::string_view in);
+
+// Splits "a=1&b=x%20y" into decoded pairs; the first occurrence of a key wins.
+// nullopt when an escape is malformed.
+std::optional<std::map<std::string, std::string>> ParseQuery(std::string_view query);
+
+// The request target split into its decoded path and raw query.
+struct Target {
+  std::string path;   // decoded
+  std::string query;  // raw (after '?')
+};
+std::optional<Target> SplitTarget(std::string_view target);
+
+enum class Route {
+  kNotFound,
+  kFunctionCall,   // /v1/functions/{id}   (GET = info, POST = call)
+  kFunctionList,   // /v1/functions
+  kFiles,          // /v1/sandboxes/{id}/files
+  kHealthz,
+  kMetrics,
+  kEngine,         // /
+  kOtel,           // /otel
+  kChannel,        // /ws/channels/{id}
+};
+struct RouteMatch {
+  Route route = Route::kNotFound;
+  std::string param;  // function id, sandbox id or channel id (decoded)
+};
+RouteMatch MatchRoute(std::string_view decoded_path);
+// The methods a route accepts, for 405's Allow header.
+std::string_view AllowedMethods(Route r);
+
+// JSON nesting depth of `text` (brackets outside strings); stops counting
+// once it exceeds `limit` and returns limit + 1.
+size_t JsonDepth(std::string_view text, size_t limit);
+
+// Parses a request payload: empty -> {}, depth-limited, errors are S001
+// "invalid request: payload is not valid JSON: <detail>".
+Result<nlohmann::json> ParsePayload(std::string_view body);
+
+// Compact JSON that never throws on invalid UTF-8 (replaced with U+FFFD).
+std::string Dump(const nlohmann::json& j);
+
+// Compares in time independent of where the strings differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// "Bearer <token>" -> token; nullopt otherwise.
+std::optional<std::string_view> BearerToken(std::string_view authorization);
+
+// Mode string of spec §1.5 ("0755", "4755"); nullopt when invalid.
+std::optional<uint32_t> ParseModeString(std::string_view s);
+
+}  // namespace skiff::api

@@ -1,0 +1,49 @@
+// skiffd: one Boost.Asio event loop serving every transport of spec §8 on
+// one port (and optionally a unix socket): HTTP/JSON, the iii engine
+// WebSocket protocol on "/", data channels, /otel, /metrics and /healthz.
+// Handlers that block (anything that reaches a sandbox) run on a thread
+// pool; the event loop only parses, routes and moves bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "sandbox/config.h"
+#include "sandbox/manager.h"
+
+namespace skiff::api {
+
+std::string Version();
+
+class Server {
+ public:
+  Server(SandboxManager& manager, Config config);
+  ~Server();
+
+  // Binds listen_address:listen_port (port 0 = any free port) and, when
+  // config.unix_socket is set, that socket (mode 0600, stale file replaced).
+  Status Listen();
+  uint16_t port() const;
+  // Runs the event loop until Stop(); blocks the calling thread.
+  void Run();
+  // Thread-safe. Stops accepting connections, aborts open data channels and
+  // ends the event loop. In-flight pool work is left to finish.
+  void Stop();
+  // Stops accepting new connections only.
+  void StopAccepting();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// `skiff serve`: builds the manager from `config`, serves until SIGTERM or
+// SIGINT, then stops every sandbox and returns 0. Returns 1 when the manager
+// or the listener cannot start. Config errors (exit 2) are the caller's.
+int RunDaemon(Config config);
+
+}  // namespace skiff::api
