@@ -1,0 +1,228 @@
+#include "isolation/microvm/vmm_launch.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace skiff::microvm {
+namespace {
+
+// What the child reports through the error pipe when a step fails.
+struct ChildFailure {
+  int step;  // index into the step names below, or 100 + op index
+  int err;
+};
+
+enum Step {
+  kStepFds = 0,
+  kStepPrivate,
+  kStepTmpfs,
+  kStepPivot,
+  kStepRootRo,
+  kStepRlimit,
+  kStepGroups,
+  kStepGid,
+  kStepUid,
+  kStepNoNewPrivs,
+  kStepExec,
+  kStepCount
+};
+constexpr const char* kStepNames[kStepCount] = {
+    "dup fds", "mount(/, MS_PRIVATE)", "mount(tmpfs)", "pivot_root", "remount root read-only",
+    "setrlimit", "setgroups", "setresgid", "setresuid", "prctl(NO_NEW_PRIVS)", "execve"};
+
+// Async-signal-safe from here to the end of RunChild: only system calls on
+// memory prepared by the parent, no allocation, no locks.
+[[noreturn]] void ChildFail(int pipe_fd, int step, int err) {
+  ChildFailure f{step, err};
+  ssize_t r = ::write(pipe_fd, &f, sizeof f);
+  (void)r;
+  ::_exit(127);
+}
+
+int BindRo(const char* src, const char* dst) {
+  if (::mount(src, dst, nullptr, MS_BIND | MS_REC, nullptr) != 0) return -1;
+  return ::mount(nullptr, dst, nullptr,
+                 MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
+}
+
+int RunOp(const VmmPlan::Op& op) {
+  switch (op.kind) {
+    case VmmPlan::Op::kMkdir:
+      return ::mkdir(op.dst.c_str(), 0755);
+    case VmmPlan::Op::kSymlink:
+      return ::symlink(op.src.c_str(), op.dst.c_str());
+    case VmmPlan::Op::kBindDir:
+      if (::mkdir(op.dst.c_str(), 0755) != 0) return -1;
+      return BindRo(op.src.c_str(), op.dst.c_str());
+    case VmmPlan::Op::kBindFile: {
+      int fd = ::open(op.dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+      if (fd < 0) return -1;
+      ::close(fd);
+      return BindRo(op.src.c_str(), op.dst.c_str());
+    }
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+[[noreturn]] void RunChild(const VmmPlan& plan, const char* const* argv, const char* const* envp,
+                           int err_fd) {
+  // Move every descriptor the child keeps above the range it fills, then
+  // place them: 0-2, then pass_fds at 3.., the error pipe right after.
+  constexpr int kHigh = 512;
+  int err_high = ::fcntl(err_fd, F_DUPFD_CLOEXEC, kHigh + 64);
+  if (err_high < 0) ChildFail(err_fd, kStepFds, errno);
+  int std_high[3];
+  const int std_src[3] = {plan.stdin_fd, plan.stdout_fd, plan.stderr_fd};
+  for (int i = 0; i < 3; i++) {
+    std_high[i] = ::fcntl(std_src[i], F_DUPFD_CLOEXEC, kHigh);
+    if (std_high[i] < 0) ChildFail(err_high, kStepFds, errno);
+  }
+  int pass_high[16];
+  size_t npass = plan.pass_fds.size();
+  if (npass > 16) ChildFail(err_high, kStepFds, E2BIG);
+  for (size_t i = 0; i < npass; i++) {
+    pass_high[i] = ::fcntl(plan.pass_fds[i], F_DUPFD_CLOEXEC, kHigh);
+    if (pass_high[i] < 0) ChildFail(err_high, kStepFds, errno);
+  }
+  for (int i = 0; i < 3; i++)
+    if (::dup2(std_high[i], i) < 0) ChildFail(err_high, kStepFds, errno);
+  for (size_t i = 0; i < npass; i++)
+    if (::dup2(pass_high[i], static_cast<int>(3 + i)) < 0) ChildFail(err_high, kStepFds, errno);
+  int err_pipe = static_cast<int>(3 + npass);
+  if (::dup3(err_high, err_pipe, O_CLOEXEC) < 0) ChildFail(err_high, kStepFds, errno);
+  ::syscall(SYS_close_range, err_pipe + 1, ~0U, 0);
+
+  // Default signal dispositions and mask for QEMU; writes past the log size
+  // limit fail with EFBIG instead of killing the VMM.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s = 1; s < NSIG; s++) {
+    if (s == SIGKILL || s == SIGSTOP) continue;
+    ::signal(s, SIG_DFL);
+  }
+  ::signal(SIGXFSZ, SIG_IGN);
+
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    ChildFail(err_pipe, kStepPrivate, errno);
+  if (::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+    ChildFail(err_pipe, kStepTmpfs, errno);
+  for (size_t i = 0; i < plan.ops.size(); i++)
+    if (RunOp(plan.ops[i]) != 0) ChildFail(err_pipe, 100 + static_cast<int>(i), errno);
+  // pivot_root(".", ".") stacks the old root under the new one; detaching
+  // it leaves only the new root visible.
+  if (::chdir(plan.root.c_str()) != 0) ChildFail(err_pipe, kStepPivot, errno);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) ChildFail(err_pipe, kStepPivot, errno);
+  if (::umount2(".", MNT_DETACH) != 0) ChildFail(err_pipe, kStepPivot, errno);
+  if (::chdir("/") != 0) ChildFail(err_pipe, kStepPivot, errno);
+  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0)
+    ChildFail(err_pipe, kStepRootRo, errno);
+
+  rlimit core{0, 0};
+  if (::setrlimit(RLIMIT_CORE, &core) != 0) ChildFail(err_pipe, kStepRlimit, errno);
+  if (plan.max_file_bytes) {
+    rlimit fsize{plan.max_file_bytes, plan.max_file_bytes};
+    if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(err_pipe, kStepRlimit, errno);
+  }
+  if (::setgroups(plan.groups.size(), plan.groups.data()) != 0)
+    ChildFail(err_pipe, kStepGroups, errno);
+  if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(err_pipe, kStepGid, errno);
+  if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(err_pipe, kStepUid, errno);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(err_pipe, kStepNoNewPrivs, errno);
+  ::execve(plan.exec_path.c_str(), const_cast<char* const*>(argv),
+           const_cast<char* const*>(envp));
+  ChildFail(err_pipe, kStepExec, errno);
+}
+
+}  // namespace
+
+void AddBaseRoot(VmmPlan& plan, bool kvm,
+                 const std::vector<std::pair<std::string, std::string>>& files) {
+  using Op = VmmPlan::Op;
+  const std::string& r = plan.root;
+  plan.ops.push_back({Op::kBindDir, "/usr", r + "/usr"});
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    struct stat st{};
+    if (::lstat(top, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink(top, target, sizeof target - 1);
+      if (n <= 0) continue;
+      plan.ops.push_back({Op::kSymlink, std::string(target, static_cast<size_t>(n)), r + top});
+    } else if (S_ISDIR(st.st_mode)) {
+      plan.ops.push_back({Op::kBindDir, top, r + top});
+    }
+  }
+  plan.ops.push_back({Op::kMkdir, "", r + "/etc"});
+  if (::access("/etc/ld.so.cache", R_OK) == 0)
+    plan.ops.push_back({Op::kBindFile, "/etc/ld.so.cache", r + "/etc/ld.so.cache"});
+  plan.ops.push_back({Op::kMkdir, "", r + "/dev"});
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"})
+    plan.ops.push_back({Op::kBindFile, dev, r + dev});
+  if (kvm) plan.ops.push_back({Op::kBindFile, "/dev/kvm", r + "/dev/kvm"});
+  plan.ops.push_back({Op::kMkdir, "", r + "/vm"});
+  for (const auto& [host, inside] : files) plan.ops.push_back({Op::kBindFile, host, r + inside});
+}
+
+Result<Process> LaunchVmm(const VmmPlan& plan) {
+  // Everything the child touches is built here, before clone.
+  std::vector<const char*> argv, envp;
+  for (const auto& a : plan.argv) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  for (const auto& e : plan.env) envp.push_back(e.c_str());
+  envp.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Error::Sys(Code::kS300, "pipe2", "vmm", errno);
+  UniqueFd err_read(pipe_fds[0]), err_write(pipe_fds[1]);
+
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+               (plan.new_netns ? CLONE_NEWNET : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) return Error::Sys(Code::kS300, "clone3", "vmm", errno);
+  if (pid == 0) RunChild(plan, argv.data(), envp.data(), err_write.get());
+
+  Process proc(static_cast<pid_t>(pid), UniqueFd(pidfd));
+  err_write.reset();
+  ChildFailure f{};
+  ssize_t n;
+  do n = ::read(err_read.get(), &f, sizeof f);
+  while (n < 0 && errno == EINTR);
+  if (n == 0) return proc;  // exec succeeded: the pipe closed on exec
+  (void)proc.Wait(std::nullopt);
+  if (n != static_cast<ssize_t>(sizeof f))
+    return Platform("boot", "vmm setup: short report from child");
+  std::string step;
+  if (f.step >= 100 && static_cast<size_t>(f.step - 100) < plan.ops.size()) {
+    const auto& op = plan.ops[static_cast<size_t>(f.step - 100)];
+    step = (op.kind == VmmPlan::Op::kSymlink ? "symlink(" : op.kind == VmmPlan::Op::kMkdir
+                                                                ? "mkdir("
+                                                                : "bind(") +
+           op.dst + ")";
+  } else if (f.step >= 0 && f.step < kStepCount) {
+    step = kStepNames[f.step];
+  } else {
+    step = "step " + std::to_string(f.step);
+  }
+  return Platform("boot", "vmm setup: " + step + ": " + std::string(ErrnoName(f.err)));
+}
+
+}  // namespace skiff::microvm
