@@ -30,6 +30,9 @@ constexpr int kMaxDepth = 256;
 constexpr size_t kSedMaxFile = 64u << 20;
 // grep skips lines longer than this (they are consumed, not buffered).
 constexpr size_t kGrepMaxLine = 4u << 20;
+// grep stops (truncated:true) once its answer would exceed this many bytes,
+// whatever max_matches says: the agent's memory stays bounded.
+constexpr size_t kGrepMaxAnswer = 64u << 20;
 
 std::string RandomSuffix() {
   static std::mt19937_64 rng{std::random_device{}()};
@@ -627,18 +630,22 @@ Result<json> FsGrep(const json& req) {
 
   json matches = json::array();
   bool truncated = false;
+  size_t answer_bytes = 0;
   auto scan = [&](int fd, const std::string& shown) {
     return ScanLines(fd, [&](std::string_view line, uint64_t no, uint64_t off) {
       if (!IsValidUtf8(line)) return true;
       re2::StringPiece m;
       if (!re->Match(line, 0, line.size(), RE2::UNANCHORED, &m, 1)) return true;
-      if (max_matches > 0 && static_cast<int64_t>(matches.size()) >= max_matches) {
+      if ((max_matches > 0 && static_cast<int64_t>(matches.size()) >= max_matches) ||
+          answer_bytes > kGrepMaxAnswer) {
         truncated = true;
         return false;
       }
+      std::string content = CutUtf8(line, static_cast<size_t>(max_line));
+      answer_bytes += content.size() + shown.size() + 64;
       matches.push_back(json{{"path", shown},
                              {"line", no},
-                             {"content", CutUtf8(line, static_cast<size_t>(max_line))},
+                             {"content", std::move(content)},
                              {"byte_offset", off + static_cast<uint64_t>(m.data() - line.data())}});
       return true;
     });

@@ -31,6 +31,20 @@
 //   shutdown    -                                       RESULT {} then the agent kills every
 //                                                       process and exits (the VM powers off)
 //
+// Details of the agent's answers (additive to the table above):
+//   - exec RESULT "signal" is the terminating signal number, 0 when the
+//     process exited normally; "timed_out" means the agent's own deadline
+//     (timeout_ms from OPEN) killed the process group; "cancelled" a CANCEL.
+//     Without "timeout_ms" the agent sets no deadline.
+//   - fs.write: the temporary file exists from OPEN; DATA is written as it
+//     arrives (credit is returned once written); END commits. CANCEL removes
+//     the temporary file and answers ERROR S218.
+//   - A RESULT whose JSON exceeds kMaxPayload (e.g. a large fs.grep) is sent
+//     as DATA on kStdout (under the usual credit), END kStdout, then RESULT
+//     {"result_in_data": true}: the host concatenates the DATA and parses it.
+//   - ERROR may carry "fix" (fs.mkdir / fs.write missing parent:
+//     {"parents": true}) and "details".
+//
 // Errors are ERROR {"code":"Sxxx","message":"<prefix><detail>"} with the
 // messages of the spec (§3.0, §5.3). An unknown op is ERROR S219
 // "operation not supported by this sandbox's agent: <op>" and the channel

@@ -548,6 +548,35 @@ TEST_F(AgentFs, SymlinkSwappedDuringWalksIsNeverFollowed) {
   EXPECT_EQ(sb_->Sh("stat -c %a /outside/secret; cat /outside/secret"), "600\nNEEDLE\n");
 }
 
+// A RESULT larger than one frame travels as DATA on kStdout, then END, then
+// RESULT {"result_in_data": true} (protocol extension, ops.h).
+TEST_F(AgentFs, LargeResultIsSentAsData) {
+  // 20000 matching lines of ~100 bytes: about 2.5 MB of JSON.
+  sb_->Sh("mkdir /big && yes \"MATCH $(printf %090d 0)\" | head -n 20000 > /big/f");
+  auto s = sb_->client().Open(json{{"op", "fs.grep"}, {"path", "/big"}, {"pattern", "MATCH"}, {"max_matches", 0}});
+  ASSERT_TRUE(s.ok());
+  (void)(*s)->End(proto::kStdin);
+  std::string body;
+  bool ended = false;
+  for (;;) {
+    auto e = (*s)->Next(std::chrono::steady_clock::now() + 60s);
+    ASSERT_TRUE(e.has_value());
+    if (e->kind == proto::Event::Kind::kData) body += e->data;
+    if (e->kind == proto::Event::Kind::kEnd) ended = true;
+    if (e->kind == proto::Event::Kind::kResult) {
+      EXPECT_EQ(e->json, json({{"result_in_data", true}}));
+      break;
+    }
+    ASSERT_NE(e->kind, proto::Event::Kind::kError) << e->json.dump();
+  }
+  EXPECT_TRUE(ended);
+  EXPECT_GT(body.size(), proto::kMaxPayload);
+  json r = json::parse(body);
+  EXPECT_EQ(r["matches"].size(), 20000u);
+  EXPECT_EQ(r["truncated"], false);
+  EXPECT_EQ(r["matches"][19999]["line"], 20000);
+}
+
 TEST_F(AgentFs, UnknownFieldsTypesAreChecked) {
   EXPECT_EQ(CodeOf(Op("fs.rm", {{"path", "/x"}, {"recursive", "yes"}})), "S001");
   EXPECT_EQ(CodeOf(Op("fs.grep", {{"path", "/"}, {"pattern", 5}})), "S001");
