@@ -283,12 +283,21 @@ void PropsTable(std::ostringstream& o, const json& schema, bool request) {
 
 std::string RenderApiDoc() {
   std::ostringstream o;
+  // sandbox::* first, then the engine::* functions, each group by id.
+  std::vector<const FunctionDef*> defs;
+  for (bool internal : {false, true}) {
+    for (const FunctionDef& d : Functions()) {
+      if (d.internal == internal) defs.push_back(&d);
+    }
+  }
   o << kApiIntro << "\n## Functions\n\n| function | description |\n|---|---|\n";
-  for (const FunctionDef& d : Functions()) {
+  for (const FunctionDef* dp : defs) {
+    const FunctionDef& d = *dp;
     o << "| [`" << d.id << "`](#" << d.id << ") | " << Cell(d.description) << " |\n";
   }
   o << "\n";
-  for (const FunctionDef& d : Functions()) {
+  for (const FunctionDef* dp : defs) {
+    const FunctionDef& d = *dp;
     o << "<a id=\"" << d.id << "\"></a>\n\n### `" << d.id << "`\n\n" << d.description << "\n\n";
     o << "Worker: `" << d.worker_name << "`" << (d.internal ? " (internal: listed only with "
                                                              "`include_internal`)"

@@ -1,0 +1,89 @@
+// A test double of SandboxManager for the handler unit tests: this test
+// target links functions_fake_manager.cc INSTEAD of the real manager, so the
+// handlers' calls (ops, specs, sources) can be observed without sandboxes.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "functions/registry.h"
+#include "sandbox/manager.h"
+
+namespace skiff::testing {
+
+struct FakeState {
+  std::set<std::string> live;  // ids the fake knows; others give S002
+  int calls = 0;               // manager calls that reached lookup
+  std::vector<std::pair<std::string, nlohmann::json>> fs_calls;
+  nlohmann::json fs_result = nlohmann::json::object();
+  CreateSpec last_create;
+  ExecSpec last_exec;
+  RunSpec last_run;
+  std::string last_stop;
+  bool last_stop_wait = false;
+  // FsWrite
+  std::string write_path, write_data;
+  uint32_t write_mode = 0;
+  bool write_parents = false;
+  std::optional<Error> write_source_error;
+  // FsRead
+  std::string file;
+  std::string file_mode = "0644";
+  int reads = 0;
+  ExecResult exec_result;
+  std::vector<ListEntry> list;
+  std::vector<CatalogEntry> catalog;
+
+  void Reset() { *this = FakeState(); }
+};
+
+FakeState& Fake();
+inline constexpr const char* kLiveId = "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11";
+inline constexpr const char* kUnknownId = "00000000-0000-4000-8000-000000000000";
+
+// A ChannelBroker double that runs producers immediately into a buffer.
+class FakeBroker : public ChannelBroker {
+ public:
+  Result<nlohmann::json> CreateReadChannel(Producer producer) override {
+    producers.push_back(std::move(producer));
+    return nlohmann::json{{"channel_id", "c" + std::to_string(producers.size())},
+                          {"access_key", "k"},
+                          {"direction", "read"}};
+  }
+  Result<ByteSource> AttachReader(const nlohmann::json& ref) override {
+    attached.push_back(ref);
+    auto chunks = std::make_shared<std::vector<std::string>>(stream_chunks);
+    auto i = std::make_shared<size_t>(0);
+    return ByteSource([chunks, i]() -> Result<std::string> {
+      if (*i >= chunks->size()) return std::string();
+      return (*chunks)[(*i)++];
+    });
+  }
+  Result<nlohmann::json> CreateChannelPair(uint32_t buffer_size) override {
+    sizes.push_back(buffer_size);
+    return nlohmann::json{{"writer", {{"channel_id", "x"}, {"access_key", "k"}, {"direction", "write"}}},
+                          {"reader", {{"channel_id", "x"}, {"access_key", "k"}, {"direction", "read"}}}};
+  }
+  // Runs producer `i` and returns what a reader would receive.
+  std::string Drain(size_t i, Status* status = nullptr) {
+    std::string out;
+    Status st = producers.at(i)([&](std::string_view b) {
+      out.append(b);
+      chunk_sizes.push_back(b.size());
+      return true;
+    });
+    if (status) *status = st;
+    return out;
+  }
+
+  std::vector<Producer> producers;
+  std::vector<nlohmann::json> attached;
+  std::vector<std::string> stream_chunks;
+  std::vector<uint32_t> sizes;
+  std::vector<size_t> chunk_sizes;
+};
+
+}  // namespace skiff::testing
