@@ -1,0 +1,602 @@
+// The jail backend end to end: real namespaces, the real skiff-agent, the
+// host image, spoken to through proto::Client with op "exec".
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "base/paths.h"
+#include "base/text.h"
+#include "images/catalog.h"
+#include "isolation/jail/jail.h"
+#include "protocol/client.h"
+
+namespace skiff {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+struct Out {
+  int code = -1;
+  std::string out, err;
+  json result;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int CountDir(const std::string& dir, bool dirs_only) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      if (dirs_only && e->d_type != DT_DIR) continue;
+      ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+uint64_t UidOf(pid_t pid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(st, line))
+    if (line.rfind("Uid:", 0) == 0) return std::strtoull(line.c_str() + 4, nullptr, 10);
+  return 0;
+}
+
+int OpenFds() { return CountDir("/proc/self/fd", false); }
+
+// What one sandbox leaves on the host. Other sandboxes (other test
+// processes) may run at the same time, so everything is counted for this
+// sandbox's id and uid range only.
+struct Leftovers {
+  int processes = 0;  // processes running with a uid of the sandbox's range
+  int cgroups = 0;    // <hierarchy>/.../skiff/<id> directories
+  bool state_dir = false;
+  bool live_lock = false;
+  bool host_mount = false;  // the id in the host's mount table
+  std::string Describe() const {
+    return "processes=" + std::to_string(processes) + " cgroups=" + std::to_string(cgroups) +
+           " state_dir=" + std::to_string(state_dir) + " live_lock=" + std::to_string(live_lock) +
+           " host_mount=" + std::to_string(host_mount);
+  }
+  bool none() const { return !processes && !cgroups && !state_dir && !live_lock && !host_mount; }
+};
+
+Leftovers LeftoversOf(const json& doctor, const std::string& id, uint64_t uid_base) {
+  Leftovers l;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      uint64_t uid = UidOf(std::atoi(e->d_name));
+      if (uid >= uid_base && uid < uid_base + 65536) ++l.processes;
+    }
+    ::closedir(d);
+  }
+  struct stat st;
+  if (doctor["cgroups"].contains("dirs"))
+    for (const auto& d : doctor["cgroups"]["dirs"])
+      if (::stat((d.get<std::string>() + "/" + id).c_str(), &st) == 0) ++l.cgroups;
+  l.state_dir = ::stat((paths::RuntimeDir() + "/sandboxes/" + id).c_str(), &st) == 0;
+  l.live_lock = ::stat((paths::RuntimeDir() + "/jail/live-" + id + ".lock").c_str(), &st) == 0;
+  l.host_mount = ReadAll("/proc/self/mountinfo").find(id) != std::string::npos;
+  return l;
+}
+
+class Box {
+ public:
+  static std::unique_ptr<Box> Start(Isolator& iso, SandboxPolicy p = {}) {
+    auto img = HostImage();
+    EXPECT_TRUE(img.ok()) << img.error().ToString();
+    if (!img.ok()) return nullptr;
+    auto b = std::make_unique<Box>();
+    b->id = NewUuid();
+    p.id = b->id;
+    if (p.hostname.empty()) p.hostname = "sbx-" + b->id.substr(0, 8);
+    p.rootfs = img->rootfs;
+    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + b->id;
+    b->policy = p;
+    auto inst = iso.Start(p);
+    EXPECT_TRUE(inst.ok()) << inst.error().ToString();
+    if (!inst.ok()) return nullptr;
+    b->inst = std::move(inst).value();
+    auto c = proto::Client::Connect(b->inst->TakeChannel(), 10s);
+    EXPECT_TRUE(c.ok()) << c.error().ToString() << " / " << b->inst->ExitReport();
+    if (!c.ok()) return nullptr;
+    b->client = *c;
+    b->pid = b->inst->Describe()["pid"].get<pid_t>();
+    b->uid_base = b->inst->Describe()["uid_base"].get<uint64_t>();
+    return b;
+  }
+
+  Out Exec(std::vector<std::string> argv, std::chrono::seconds wait = 60s) {
+    Out o;
+    json req{{"op", "exec"},
+             {"argv", argv},
+             {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                      "HOME=/root", "LANG=C.UTF-8"}},
+             {"cwd", "/"},
+             {"timeout_ms", std::chrono::milliseconds(wait).count()},
+             {"stdin", false}};
+    auto s = client->Open(req);
+    if (!s.ok()) {
+      o.err = s.error().ToString();
+      return o;
+    }
+    (void)(*s)->End(proto::kStdin);
+    auto deadline = std::chrono::steady_clock::now() + wait + 5s;
+    for (;;) {
+      auto e = (*s)->Next(deadline);
+      if (!e) {
+        o.err += "<test timeout>";
+        return o;
+      }
+      switch (e->kind) {
+        case proto::Event::Kind::kData:
+          (e->channel == proto::kStdout ? o.out : o.err) += e->data;
+          break;
+        case proto::Event::Kind::kResult:
+          o.result = e->json;
+          o.code = e->json.value("exit_code", -1);
+          return o;
+        case proto::Event::Kind::kError:
+        case proto::Event::Kind::kClosed:
+          o.err += e->json.dump();
+          return o;
+        default:
+          break;
+      }
+    }
+  }
+  Out Sh(const std::string& script, std::chrono::seconds wait = 60s) {
+    return Exec({"/bin/sh", "-c", script}, wait);
+  }
+  Out Py(const std::string& code, std::chrono::seconds wait = 60s) {
+    return Exec({"/usr/bin/python3", "-c", code}, wait);
+  }
+
+  void Stop() {
+    if (client) client->Close();
+    client.reset();
+    if (inst) inst->Stop(200ms);
+  }
+  ~Box() { Stop(); }
+
+  std::string id;
+  SandboxPolicy policy;
+  std::unique_ptr<Instance> inst;
+  std::shared_ptr<proto::Client> client;
+  pid_t pid = -1;
+  uint64_t uid_base = 0;
+};
+
+class JailTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) return;
+    if (!std::getenv("SKIFF_AGENT"))
+      ::setenv("SKIFF_AGENT", SKIFF_BINARY_DIR "/cmd/skiff-agent/skiff-agent", 1);
+    iso_ = new JailIsolator();
+    doctor_ = iso_->Doctor();
+  }
+  static void TearDownTestSuite() {
+    delete iso_;
+    iso_ = nullptr;
+  }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: namespaces, idmapped mounts, cgroups";
+    ASSERT_TRUE(doctor_["available"].get<bool>()) << doctor_.dump();
+  }
+  static JailIsolator* iso_;
+  static json doctor_;
+};
+JailIsolator* JailTest::iso_ = nullptr;
+json JailTest::doctor_;
+
+TEST_F(JailTest, DoctorReportsEveryCheck) {
+  for (const char* k : {"user_namespaces", "idmapped_mounts", "overlayfs", "seccomp", "cgroups"})
+    ASSERT_TRUE(doctor_.contains(k)) << k << " missing in " << doctor_.dump();
+  EXPECT_TRUE(doctor_["user_namespaces"]["ok"].get<bool>());
+  EXPECT_TRUE(doctor_["idmapped_mounts"]["ok"].get<bool>());
+  EXPECT_TRUE(doctor_["overlayfs"]["ok"].get<bool>());
+  EXPECT_TRUE(doctor_["seccomp"]["ok"].get<bool>());
+  // This host has writable cgroup v1 controllers.
+  EXPECT_TRUE(doctor_["cgroups"]["writable"].get<bool>()) << doctor_["cgroups"].dump();
+}
+
+TEST_F(JailTest, IdentityHostnamePidOneAndHiddenHost) {
+  auto b = Box::Start(*iso_);
+  ASSERT_NE(b, nullptr);
+  char host_name[256] = {};
+  ::gethostname(host_name, sizeof host_name - 1);
+  auto o = b->Sh("hostname");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, b->policy.hostname + "\n");
+  EXPECT_NE(o.out, std::string(host_name) + "\n");
+
+  o = b->Sh("tr '\\0' ' ' < /proc/1/cmdline");
+  EXPECT_EQ(o.out.rfind("skiff-agent --fd 3", 0), 0u) << o.out;
+  // Only the sandbox's own processes: the agent, sh, ls.
+  o = b->Sh("ls /proc | grep -c '^[0-9]'");
+  EXPECT_LE(std::atoi(o.out.c_str()), 4) << o.out;
+  o = b->Sh("test -e /proc/" + std::to_string(::getpid()) + "/cmdline && echo visible || echo hidden");
+  if (::getpid() > 4) {
+    EXPECT_EQ(o.out, "hidden\n");
+  }
+
+  o = b->Sh("id -u; id -g");
+  EXPECT_EQ(o.out, "0\n0\n");
+  // On the host the agent runs as an unprivileged uid, never root.
+  uint64_t uid = UidOf(b->pid);
+  EXPECT_GE(uid, 1u << 20);
+  EXPECT_EQ(uid % 65536, 0u);
+  std::string map = ReadAll("/proc/" + std::to_string(b->pid) + "/uid_map");
+  EXPECT_NE(map.find(std::to_string(uid)), std::string::npos) << map;
+  EXPECT_EQ(b->inst->Describe()["isolation"], "jail");
+  EXPECT_TRUE(b->inst->Running());
+}
+
+TEST_F(JailTest, WritesStayInTheSandbox) {
+  auto a = Box::Start(*iso_);
+  ASSERT_NE(a, nullptr);
+  std::string tag = "skiff-probe-" + a->id;
+  auto o = a->Sh("echo hi > /usr/" + tag + " && echo hi > /etc/" + tag + " && echo hi > /" + tag +
+                 " && mkdir -p /usr/lib/" + tag + " && rm /usr/bin/env && cat /usr/" + tag +
+                 " && stat -c '%u:%g %a' /usr/bin/sh /etc/passwd /tmp && ls /usr/bin/env 2>&1");
+  EXPECT_EQ(o.code, 2) << o.out << o.err;  // the last ls fails: env was removed
+  EXPECT_EQ(o.out.substr(0, 3), "hi\n") << o.out << o.err;
+  EXPECT_NE(o.out.find("0:0 777\n0:0 644\n0:0 1777\n"), std::string::npos) << o.out;
+  struct stat st;
+  EXPECT_NE(::lstat(("/usr/" + tag).c_str(), &st), 0);
+  EXPECT_NE(::lstat(("/etc/" + tag).c_str(), &st), 0);
+  EXPECT_NE(::lstat(("/usr/lib/" + tag).c_str(), &st), 0);
+  EXPECT_EQ(::lstat("/usr/bin/env", &st), 0) << "deletion reached the host";
+
+  auto b = Box::Start(*iso_);
+  ASSERT_NE(b, nullptr);
+  o = b->Sh("ls /usr/" + tag + " /etc/" + tag + " 2>&1; test -x /usr/bin/env && echo env-ok");
+  EXPECT_NE(o.out.find("No such file"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("env-ok"), std::string::npos) << o.out;
+  // Nothing secret from the host's /etc.
+  o = b->Sh("ls /etc/shadow /etc/ssh /etc/machine-id 2>&1 | grep -c 'No such file'");
+  EXPECT_EQ(o.out, "3\n") << o.out;
+  o = b->Sh("stat -c %a /tmp; python3 -c 'print(6*7)'");
+  EXPECT_EQ(o.out, "1777\n42\n") << o.err;
+}
+
+TEST_F(JailTest, KernelSurfacesAreClosed) {
+  auto b = Box::Start(*iso_);
+  ASSERT_NE(b, nullptr);
+  auto o = b->Sh("echo 1 > /proc/sys/kernel/sysrq && echo WROTE; echo x > /sys/kernel/uevent_helper "
+                 "&& echo WROTE; cat /proc/kcore | head -c 1 | wc -c; cat /proc/keys | wc -c");
+  EXPECT_EQ(o.out.find("WROTE"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out, "0\n0\n") << o.out << o.err;
+  // Privileged system calls: each must fail.
+  const char* py = R"PY(
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(name, nr, *args):
+    r = libc.syscall(nr, *args)
+    print(name, "ok" if r >= 0 else "fail", os.strerror(ctypes.get_errno()) if r < 0 else "")
+sc("mount", 165, b"tmpfs", b"/mnt", b"tmpfs", 0, None)
+sc("umount", 166, b"/proc/kcore", 2)
+sc("init_module", 175, None, 0, b"")
+sc("finit_module", 313, 0, b"", 0)
+sc("kexec_load", 246, 0, 0, None, 0)
+sc("bpf", 321, 0, None, 0)
+sc("ptrace_attach_host", 101, 16, 1, 0, 0)
+sc("add_key", 248, b"user", b"k", b"v", 1, ctypes.c_int(-4))
+sc("keyctl", 250, 0, -4, 0)
+sc("unshare_user", 272, 0x10000000)
+sc("sethostname", 170, b"x", 1)
+sc("reboot", 169, 0xfee1dead, 672274793, 0x1234567, None)
+)PY";
+  o = b->Py(py);
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out.find(" ok"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("mount fail"), std::string::npos) << o.out;
+  o = b->Sh("grep -E '^Cap(Eff|Bnd)' /proc/self/status; grep NoNewPrivs /proc/1/status; "
+            "grep Seccomp: /proc/1/status");
+  EXPECT_NE(o.out.find("NoNewPrivs:\t1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Seccomp:\t2"), std::string::npos) << o.out;
+  // Host view: the agent's capabilities only hold inside its user namespace.
+  std::string ns_host = ReadAll("/proc/self/ns/user");
+  char a[64] = {}, c[64] = {};
+  ::readlink("/proc/self/ns/user", a, sizeof a - 1);
+  ::readlink(("/proc/" + std::to_string(b->pid) + "/ns/user").c_str(), c, sizeof c - 1);
+  EXPECT_STRNE(a, c);
+}
+
+TEST_F(JailTest, OnlyLoopbackAndItIsUp) {
+  // A listener on the host's loopback the sandbox must not reach.
+  int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(ls, 4), 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&sa), &len);
+  int port = ntohs(sa.sin_port);
+
+  auto b = Box::Start(*iso_);
+  ASSERT_NE(b, nullptr);
+  auto o = b->Sh("ls /sys/class/net; cat /sys/class/net/lo/flags");
+  EXPECT_EQ(o.out, "lo\n0x9\n") << o.out << o.err;  // IFF_UP | IFF_LOOPBACK
+  std::string py =
+      "import socket\n"
+      "s=socket.socket(); s.settimeout(2)\n"
+      "try:\n s.connect(('127.0.0.1'," + std::to_string(port) + ")); print('connected')\n"
+      "except Exception as e: print('refused', type(e).__name__)\n"
+      "srv=socket.socket(); srv.bind(('127.0.0.1',0)); srv.listen(1)\n"
+      "c=socket.create_connection(srv.getsockname(), 2); print('loopback ok')\n"
+      "try:\n socket.create_connection(('1.1.1.1',53), 2); print('internet')\n"
+      "except Exception as e: print('no route', type(e).__name__)\n";
+  o = b->Py(py);
+  EXPECT_EQ(o.out.find("connected"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("refused"), std::string::npos) << o.out << o.err;
+  EXPECT_NE(o.out.find("loopback ok"), std::string::npos) << o.out << o.err;
+  EXPECT_NE(o.out.find("no route"), std::string::npos) << o.out << o.err;
+  ::close(ls);
+}
+
+TEST_F(JailTest, ForkBombHitsPidsMax) {
+  SandboxPolicy p;
+  p.pids_max = 64;
+  auto b = Box::Start(*iso_, p);
+  ASSERT_NE(b, nullptr);
+  auto o = b->Py(R"PY(
+import os, time
+n = 0
+try:
+    for i in range(10000):
+        if os.fork() == 0:
+            os.close(1); os.close(2); time.sleep(30); os._exit(0)
+        n += 1
+except OSError as e:
+    print("limit", n, e.errno)
+)PY", 60s);
+  EXPECT_NE(o.out.find("limit"), std::string::npos) << o.out << o.err;
+  int n = std::atoi(o.out.c_str() + o.out.find(' ') + 1);
+  EXPECT_GT(n, 10);
+  EXPECT_LT(n, 64);
+  // The host and the sandbox keep working.
+  pid_t pid = ::fork();
+  if (pid == 0) _exit(0);
+  ASSERT_GT(pid, 0);
+  ::waitpid(pid, nullptr, 0);
+  auto again = Box::Start(*iso_);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->Sh("echo alive").out, "alive\n");
+}
+
+TEST_F(JailTest, MemoryHogIsOomKilled) {
+  SandboxPolicy p;
+  p.memory_mb = 96;
+  auto b = Box::Start(*iso_, p);
+  ASSERT_NE(b, nullptr);
+  auto o = b->Py("b = b'x' * (400 << 20)\nprint('survived')", 60s);
+  EXPECT_EQ(o.code, 137) << o.out << o.err << o.result.dump();
+  EXPECT_EQ(o.out, "");
+  EXPECT_TRUE(b->inst->Running());
+  EXPECT_EQ(b->Sh("echo still here").out, "still here\n");
+}
+
+TEST_F(JailTest, TmpFillsUpWithEnospc) {
+  SandboxPolicy p;
+  p.tmp_size_mb = 16;
+  auto b = Box::Start(*iso_, p);
+  ASSERT_NE(b, nullptr);
+  auto o = b->Sh("dd if=/dev/zero of=/tmp/big bs=1M count=10240 2>&1; df -m /tmp | tail -1");
+  EXPECT_NE(o.out.find("No space left on device"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" 16 "), std::string::npos) << o.out;
+}
+
+TEST_F(JailTest, StopLeavesNothingBehind) {
+  int fds = OpenFds();
+  std::string id;
+  uint64_t base = 0;
+  {
+    auto b = Box::Start(*iso_);
+    ASSERT_NE(b, nullptr);
+    id = b->id;
+    base = b->uid_base;
+    EXPECT_EQ(b->Sh("sleep 100 >/dev/null 2>&1 & sleep 100 >/dev/null 2>&1 & echo started").out, "started\n");
+    Leftovers during = LeftoversOf(doctor_, id, base);
+    EXPECT_GE(during.processes, 3);
+    EXPECT_GE(during.cgroups, 2);
+    EXPECT_TRUE(during.state_dir);
+    // The per-sandbox tmpfs exists only in the sandbox's mount namespace.
+    EXPECT_FALSE(during.host_mount);
+    EXPECT_NE(ReadAll("/proc/" + std::to_string(b->pid) + "/mountinfo").find("overlay"),
+              std::string::npos);
+    pid_t pid = b->pid;
+    b->Stop();
+    EXPECT_FALSE(b->inst->Running());
+    EXPECT_NE(::kill(pid, 0), 0);
+    b->inst->Stop(0ms);  // idempotent
+  }
+  Leftovers after = LeftoversOf(doctor_, id, base);
+  EXPECT_TRUE(after.none()) << after.Describe();
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+TEST_F(JailTest, AgentKilledFromTheHostLeavesNothingBehind) {
+  int fds = OpenFds();
+  std::string id;
+  uint64_t base = 0;
+  {
+    auto b = Box::Start(*iso_);
+    ASSERT_NE(b, nullptr);
+    id = b->id;
+    base = b->uid_base;
+    EXPECT_EQ(b->Sh("sleep 100 >/dev/null 2>&1 & echo started").out, "started\n");
+    ASSERT_EQ(::kill(b->pid, SIGKILL), 0);
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (b->inst->Running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    EXPECT_FALSE(b->inst->Running());
+    EXPECT_NE(b->inst->ExitReport().find("SIGKILL"), std::string::npos) << b->inst->ExitReport();
+    // Every process of the sandbox died with its init.
+    EXPECT_EQ(LeftoversOf(doctor_, id, base).processes, 0);
+    b->Stop();
+  }
+  Leftovers after = LeftoversOf(doctor_, id, base);
+  EXPECT_TRUE(after.none()) << after.Describe();
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+TEST_F(JailTest, SixteenConcurrentSandboxes) {
+  int fds = OpenFds();
+  std::vector<std::pair<std::string, uint64_t>> ids;
+  {
+    std::vector<std::unique_ptr<Box>> boxes(16);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 16; ++i)
+      threads.emplace_back([&, i] { boxes[i] = Box::Start(*iso_); });
+    for (auto& t : threads) t.join();
+    threads.clear();
+    std::set<uint64_t> uids;
+    for (auto& b : boxes) {
+      ASSERT_NE(b, nullptr);
+      uids.insert(UidOf(b->pid));
+      ids.emplace_back(b->id, b->uid_base);
+    }
+    EXPECT_EQ(uids.size(), 16u) << "uid ranges must be distinct";
+    for (int i = 0; i < 16; ++i)
+      threads.emplace_back([&, i] {
+        EXPECT_EQ(boxes[i]->Sh("echo $((6*7))").out, "42\n");
+        boxes[i]->Stop();
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (const auto& [id, base] : ids) {
+    Leftovers l = LeftoversOf(doctor_, id, base);
+    EXPECT_TRUE(l.none()) << id << ": " << l.Describe();
+  }
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+TEST_F(JailTest, CleanupOrphansAfterACrash) {
+  // A "daemon" that starts a sandbox and dies without stopping it.
+  int pfd[2];
+  ASSERT_EQ(::pipe(pfd), 0);
+  pid_t daemon = ::fork();
+  if (daemon == 0) {
+    JailIsolator iso;
+    auto img = HostImage();
+    SandboxPolicy p;
+    p.id = NewUuid();
+    p.hostname = "orphan";
+    p.rootfs = img->rootfs;
+    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+    auto inst = iso.Start(p);
+    struct {
+      pid_t pid;
+      uint64_t base;
+      char id[40];
+    } msg{};
+    msg.pid = inst.ok() ? (*inst)->Describe()["pid"].get<pid_t>() : -1;
+    msg.base = inst.ok() ? (*inst)->Describe()["uid_base"].get<uint64_t>() : 0;
+    std::snprintf(msg.id, sizeof msg.id, "%s", p.id.c_str());
+    (void)!::write(pfd[1], &msg, sizeof msg);
+    if (inst.ok()) std::move(inst).value().release();  // leaked on purpose
+    _exit(0);
+  }
+  ::close(pfd[1]);
+  struct {
+    pid_t pid;
+    uint64_t base;
+    char id[40];
+  } msg{};
+  ASSERT_EQ(::read(pfd[0], &msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+  ::close(pfd[0]);
+  ::waitpid(daemon, nullptr, 0);
+  ASSERT_GT(msg.pid, 0);
+  EXPECT_EQ(::kill(msg.pid, 0), 0) << "the orphan sandbox should still run";
+  Leftovers orphaned = LeftoversOf(doctor_, msg.id, msg.base);
+  EXPECT_GE(orphaned.processes, 1);
+  EXPECT_GE(orphaned.cgroups, 1);
+  EXPECT_TRUE(orphaned.state_dir);
+
+  iso_->CleanupOrphans();
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (::kill(msg.pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_NE(::kill(msg.pid, 0), 0);
+  Leftovers after = LeftoversOf(doctor_, msg.id, msg.base);
+  EXPECT_TRUE(after.none()) << after.Describe();
+}
+
+TEST_F(JailTest, StartStopRate) {
+  const int n = 20;
+  int fds = OpenFds();
+  auto t0 = std::chrono::steady_clock::now();
+  double start_ms = 0;
+  for (int i = 0; i < n; ++i) {
+    auto img = HostImage();
+    ASSERT_TRUE(img.ok());
+    SandboxPolicy p;
+    p.id = NewUuid();
+    p.hostname = "rate";
+    p.rootfs = img->rootfs;
+    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+    auto s0 = std::chrono::steady_clock::now();
+    auto inst = iso_->Start(p);
+    ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+    start_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+    (*inst)->Stop(0ms);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[jail] %d sandboxes started+stopped in %.3f s: %.1f/s, Start() avg %.2f ms\n", n,
+              secs, n / secs, start_ms / n);
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+TEST_F(JailTest, BadPolicyIsRejected) {
+  auto img = HostImage();
+  ASSERT_TRUE(img.ok());
+  SandboxPolicy p;
+  p.id = "../../etc";
+  p.hostname = "x";
+  p.rootfs = img->rootfs;
+  p.state_dir = "/run/skiff/sandboxes/x";
+  auto r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS001);
+  p.id = NewUuid();
+  p.rootfs.layers[0].lower = {"/tmp/../etc"};
+  r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS001);
+  p.rootfs = img->rootfs;
+  p.rootfs.layers[0].lower = {"/nonexistent-skiff-dir"};
+  r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  EXPECT_NE(r.error().message().find("boot"), std::string::npos) << r.error().message();
+}
+
+}  // namespace
+}  // namespace skiff
