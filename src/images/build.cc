@@ -45,6 +45,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
     SKIFF_LOG(Debug) << "image " << name << ": " << s;
   };
   SKIFF_ASSIGN_OR_RETURN(Recipe recipe, PresetRecipe(name));
+  // Called without the build lock held (EnsureBlockImage takes it).
   auto finish = [&](ImageMeta meta) -> Result<ImageMeta> {
     SKIFF_RETURN_IF_ERROR(store.SetCurrent(name, meta.digest));
     auto block = store.EnsureBlockImage(meta.digest);
@@ -63,6 +64,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
   }
   SKIFF_ASSIGN_OR_RETURN(UniqueFd lock, store.Lock(recipe.digest));
   if (auto have = store.Read(recipe.digest)) {  // built by another process meanwhile
+    lock.reset();
     say("preset " + name + " " + recipe.Version() + " built concurrently");
     return finish(*have);
   }
@@ -120,6 +122,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
   meta.build_ms = static_cast<uint64_t>(MonotonicMillis() - t0);
   SKIFF_RETURN_IF_ERROR(store.Commit(tmp, meta));
   drop.Cancel();
+  lock.reset();  // finish() takes it again for the block image
   say("built preset " + name + " in " + std::to_string(meta.build_ms / 1000) + " s (" +
       std::to_string(TreeBytes(store.RootfsDir(meta.digest)) / (1024 * 1024)) + " MiB)");
   return finish(meta);

@@ -332,6 +332,7 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
     if (meta.user.size() > 64) return BadArchive("config User too long");
   }
 
+  // Called without the build lock held (EnsureBlockImage takes it).
   auto finish = [&](const ImageMeta& m) -> Result<ImageMeta> {
     SKIFF_RETURN_IF_ERROR(store.SetCurrent(name, m.digest));
     auto block = store.EnsureBlockImage(m.digest);
@@ -346,7 +347,10 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
     return finish(m);
   }
   SKIFF_ASSIGN_OR_RETURN(UniqueFd lock, store.Lock(digest));
-  if (auto have = store.Read(digest)) return finish(*have);
+  if (auto have = store.Read(digest)) {
+    lock.reset();
+    return finish(*have);
+  }
   int64_t t0 = MonotonicMillis();
   SKIFF_ASSIGN_OR_RETURN(std::string tmp, store.MakeTemp(digest));
   ScopedCleanup drop([&] { (void)RemoveTree(tmp); });
@@ -373,6 +377,7 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
   meta.build_ms = static_cast<uint64_t>(MonotonicMillis() - t0);
   SKIFF_RETURN_IF_ERROR(store.Commit(tmp, meta));
   drop.Cancel();
+  lock.reset();  // finish() takes it again for the block image
   say("imported " + name + " as sha256:" + digest);
   return finish(meta);
 }

@@ -219,19 +219,19 @@ Result<LayerReport> ApplyLayer(const std::string& rootfs_dir, const std::string&
       SKIFF_ASSIGN_OR_RETURN(auto comps, SplitSafe(path, &abs));
       if (comps.empty() || !comps.back().starts_with(".wh.")) continue;
       std::string leaf = comps.back();
+      const bool opaque = leaf == ".wh..wh..opq";
+      if (!opaque && leaf.starts_with(".wh..wh.")) continue;  // other AUFS metadata
+      std::string target = opaque ? "" : leaf.substr(4);
+      if (!opaque && (target.empty() || target == "." || target == "..")) {
+        return Hostile("bad whiteout", path);
+      }
       SKIFF_ASSIGN_OR_RETURN(UniqueFd parent,
                              OpenDirNoFollow(root.get(), comps, comps.size() - 1, false, path));
       ++rep.whiteouts;
       if (!parent) continue;  // nothing below to hide
-      if (leaf == ".wh..wh..opq") {
+      if (opaque) {
         SKIFF_RETURN_IF_ERROR(RemoveChildren(parent.get(), path, 0));
-      } else if (leaf.starts_with(".wh..wh.")) {
-        continue;  // other AUFS metadata: ignored
       } else {
-        std::string target = leaf.substr(4);
-        if (target.empty() || target == "." || target == "..") {
-          return Hostile("bad whiteout", path);
-        }
         SKIFF_RETURN_IF_ERROR(RemoveAt(parent.get(), target, path));
       }
     }
