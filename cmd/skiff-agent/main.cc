@@ -35,9 +35,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  skiff::agent::PrepareProcess();
   if (fd < 0) {
-    if (::getpid() != 1) {
+    if (!skiff::agent::IsVmGuestInit()) {
       std::fprintf(stderr, "usage: skiff-agent --fd N (or run as PID 1 of a VM)\n");
       return 2;
     }
@@ -49,6 +48,8 @@ int main(int argc, char** argv) {
     fd = *r;
     vm = true;
   }
+  // After VmInit (which sets its own umask and root).
+  skiff::agent::PrepareProcess();
   // Built once; every exec'd child installs it (fail closed if it cannot).
   static auto policy = skiff::confine::BuildChildPolicy();
   if (!policy.ok()) {

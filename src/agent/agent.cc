@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/reboot.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -25,6 +24,7 @@
 
 #include "agent/fs_ops.h"
 #include "agent/spawn.h"
+#include "agent/vm_init.h"
 #include "base/log.h"
 #include "protocol/frame.h"
 #include "protocol/ops.h"
@@ -625,7 +625,7 @@ int Loop::Run() {
     return 1;
   }
   SetNonBlock(ch_.get());
-  ready_ms_ = BootMs();
+  ready_ms_ = VmReadyMillis() >= 0 ? VmReadyMillis() : BootMs();
   json ops = json::array();
   for (const auto& o : SupportedOps()) ops.push_back(o);
   SendJson(0, Type::kHello, json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"ops", ops}});
@@ -744,10 +744,8 @@ int Loop::Run() {
   KillEverything();
   // Give the kernel a moment to deliver the kills, then reap what we can.
   Reap();
-  if (shutdown_ && opt_.vm) {
-    ::sync();
-    ::reboot(RB_POWER_OFF);
-  }
+  // PID 1 of a VM must not exit (the kernel would panic): end the machine.
+  if (opt_.vm) VmPowerOff(shutdown_ ? "" : "skiff-agent: host channel closed");
   return 0;
 }
 

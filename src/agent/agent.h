@@ -17,7 +17,8 @@ struct AgentOptions {
   // Confinement for exec'd children; nullptr runs them unconfined (tests of
   // the loop only). The policy must outlive the agent.
   const confine::ChildPolicy* child_policy = nullptr;
-  // A microVM guest: `shutdown` powers the machine off.
+  // A microVM guest: when the loop ends (shutdown, or the host is gone) the
+  // machine is powered off (VmPowerOff) instead of PID 1 exiting.
   bool vm = false;
 };
 
