@@ -560,11 +560,23 @@ namespace {
 
 // Reads a stream to its final event, for fs calls.
 Result<nlohmann::json> FinishFs(proto::Stream& s, bool stopping_hint) {
+  // A result too large for one frame arrives as DATA on kStdout first.
+  std::string spill;
+  constexpr size_t kMaxSpill = 80u << 20;
   for (;;) {
     auto ev = s.Next();
     if (!ev) continue;
     switch (ev->kind) {
-      case proto::Event::Kind::kResult: return std::move(ev->json);
+      case proto::Event::Kind::kData:
+        if (ev->channel == proto::kStdout && spill.size() + ev->data.size() <= kMaxSpill)
+          spill.append(ev->data);
+        break;
+      case proto::Event::Kind::kResult: {
+        if (!ev->json.value("result_in_data", false)) return std::move(ev->json);
+        auto j = nlohmann::json::parse(spill, nullptr, false);
+        if (j.is_discarded()) return Error(Code::kS216, "fs i/o error: sandbox transport: malformed result");
+        return j;
+      }
       case proto::Event::Kind::kError: return FromAgentError(ev->json);
       case proto::Event::Kind::kClosed: {
         std::string why = ev->json.value("message", std::string());
