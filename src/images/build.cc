@@ -137,12 +137,6 @@ Result<ImageMeta> ImportArchive(const std::string& name, const std::string& path
   return ImportArchive(Store(Store::DefaultRoot()), name, path, progress);
 }
 
-Result<ImageMeta> Pull(const Store&, const std::string& name, const std::string& ref,
-                       const ProgressFn&) {
-  return Platform("sandbox", "registry pull is not available yet (image '" + name + "' from " +
-                                 ref + "); import a `docker save` or OCI archive instead");
-}
-
 bool IsArchiveSource(const std::string& s) {
   if (s.starts_with("/") || s.starts_with("./") || s.starts_with("../")) return true;
   for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".oci"}) {

@@ -36,8 +36,13 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
 Result<ImageMeta> ImportArchive(const std::string& name, const std::string& path,
                                 const ProgressFn& progress = {});
 
-// Pulls `ref` from a registry (distribution API v2). Not available yet:
-// always fails with an S300 explaining so (S102 once wrapped by the catalog).
+// Pulls `ref` ([registry/]repository[:tag|@sha256:…]; no registry means
+// Docker Hub) with the distribution API v2: anonymous or bearer-token auth,
+// manifest lists resolved to linux/amd64, every manifest fetched by digest
+// and every blob checked against its digest, transient failures retried.
+// Loopback registries (localhost, 127.0.0.1, [::1]) are spoken to over
+// plain HTTP, every other over HTTPS. Installs like ImportArchive, so a
+// pulled and an imported copy of one image share a store entry.
 Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::string& ref,
                        const ProgressFn& progress = {});
 

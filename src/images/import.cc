@@ -14,6 +14,7 @@
 #include "base/unique_fd.h"
 #include "base/text.h"
 #include "images/build.h"
+#include "images/install.h"
 #include "images/oci.h"
 #include "images/recipe.h"
 #include "images/sha256.h"
@@ -267,30 +268,16 @@ Result<Plan> PlanDocker(const Members& m, const std::string& manifest_file) {
 
 }  // namespace
 
-Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
-                                const std::string& path, const ProgressFn& progress) {
+Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
+                               const std::string& source, const std::string& config_text,
+                               const std::vector<std::string>& layer_files,
+                               const ProgressFn& progress) {
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
   if (IsPreset(name) || name == "host") {
     return InvalidRequest("image name '" + name + "' is reserved");
   }
-  SKIFF_RETURN_IF_ERROR(store.Init());
-  // Stage the outer archive under a random key (gc reclaims it if we die).
-  std::string stage_key = Sha256Hex(RandomHex(16));
-  SKIFF_ASSIGN_OR_RETURN(std::string stage, store.MakeTemp(stage_key));
-  ScopedCleanup drop_stage([&] { (void)RemoveTree(stage); });
-  say("reading " + path);
-  Members members(stage);
-  SKIFF_RETURN_IF_ERROR(members.Load(path));
-
-  Plan plan;
-  if (auto mf = members.File("manifest.json")) {
-    SKIFF_ASSIGN_OR_RETURN(plan, PlanDocker(members, *mf));
-  } else {
-    SKIFF_ASSIGN_OR_RETURN(plan, PlanOci(members));
-  }
-  SKIFF_ASSIGN_OR_RETURN(std::string config_text, ReadAll(plan.config_file, 4 << 20));
   std::string digest = Sha256Hex(config_text);
   SKIFF_ASSIGN_OR_RETURN(nlohmann::json config, ParseJson(config_text, "image config"));
   if (!config.is_object()) return BadArchive("image config is not an object");
@@ -300,16 +287,16 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
   } catch (const nlohmann::json::exception&) {
     return BadArchive("image config lacks rootfs.diff_ids");
   }
-  if (diff_ids.size() != plan.layer_files.size()) {
+  if (diff_ids.size() != layer_files.size()) {
     return BadArchive("image config lists " + std::to_string(diff_ids.size()) +
-                      " layers, manifest " + std::to_string(plan.layer_files.size()));
+                      " layers, manifest " + std::to_string(layer_files.size()));
   }
 
   ImageMeta meta;
   meta.name = name;
   meta.digest = digest;
   meta.kind = "oci";
-  meta.source = path;
+  meta.source = source;
   auto cc = config.value("config", nlohmann::json::object());
   if (cc.is_object()) {
     if (cc.contains("Env") && cc["Env"].is_array()) {
@@ -358,14 +345,14 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
   if (::mkdir(rootfs.c_str(), 0755) != 0 || ::chmod(rootfs.c_str(), 0755) != 0) {
     return Error::Sys(Code::kS300, "mkdir", rootfs, errno);
   }
-  for (size_t i = 0; i < plan.layer_files.size(); ++i) {
-    SKIFF_ASSIGN_OR_RETURN(std::string diff, LayerDiffId(plan.layer_files[i]));
+  for (size_t i = 0; i < layer_files.size(); ++i) {
+    SKIFF_ASSIGN_OR_RETURN(std::string diff, LayerDiffId(layer_files[i]));
     if (diff != diff_ids[i]) {
       return BadArchive("layer " + std::to_string(i + 1) + " does not match its diff_id " +
                         diff_ids[i]);
     }
-    SKIFF_ASSIGN_OR_RETURN(LayerReport rep, ApplyLayer(rootfs, plan.layer_files[i]));
-    say("layer " + std::to_string(i + 1) + "/" + std::to_string(plan.layer_files.size()) +
+    SKIFF_ASSIGN_OR_RETURN(LayerReport rep, ApplyLayer(rootfs, layer_files[i]));
+    say("layer " + std::to_string(i + 1) + "/" + std::to_string(layer_files.size()) +
         ": " + std::to_string(rep.entries) + " entries, " + std::to_string(rep.whiteouts) +
         " whiteouts" +
         (rep.skipped_devices ? ", " + std::to_string(rep.skipped_devices) + " devices skipped"
@@ -380,6 +367,34 @@ Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
   lock.reset();  // finish() takes it again for the block image
   say("imported " + name + " as sha256:" + digest);
   return finish(meta);
+}
+
+
+Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
+                                const std::string& path, const ProgressFn& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  if (IsPreset(name) || name == "host") {
+    return InvalidRequest("image name '" + name + "' is reserved");
+  }
+  SKIFF_RETURN_IF_ERROR(store.Init());
+  // Stage the outer archive under a random key (gc reclaims it if we die).
+  std::string stage_key = Sha256Hex(RandomHex(16));
+  SKIFF_ASSIGN_OR_RETURN(std::string stage, store.MakeTemp(stage_key));
+  ScopedCleanup drop_stage([&] { (void)RemoveTree(stage); });
+  say("reading " + path);
+  Members members(stage);
+  SKIFF_RETURN_IF_ERROR(members.Load(path));
+
+  Plan plan;
+  if (auto mf = members.File("manifest.json")) {
+    SKIFF_ASSIGN_OR_RETURN(plan, PlanDocker(members, *mf));
+  } else {
+    SKIFF_ASSIGN_OR_RETURN(plan, PlanOci(members));
+  }
+  SKIFF_ASSIGN_OR_RETURN(std::string config_text, ReadAll(plan.config_file, 4 << 20));
+  return InstallImage(store, name, path, config_text, plan.layer_files, progress);
 }
 
 }  // namespace skiff::images
