@@ -1,0 +1,141 @@
+// The unmodified iii-sdk (pinned in package-lock.json) against a real skiffd,
+// using only the SDK's public API. SKIFF_URL is set by run.sh.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { createHash, randomBytes } from 'node:crypto'
+import { registerWorker } from 'iii-sdk'
+import { createChannel } from 'iii-sdk/helpers'
+import { ChannelReader } from 'iii-sdk/channel'
+
+const URL = process.env.SKIFF_URL
+const IMAGE = process.env.SKIFF_TEST_IMAGE ?? 'host'
+const iii = registerWorker(URL, { workerName: 'skiff-e2e', enableMetricsReporting: false, invocationTimeoutMs: 120000 })
+after(async () => { await iii.shutdown() })
+
+const call = (function_id, payload, timeoutMs = 120000) => iii.trigger({ function_id, payload, timeoutMs })
+
+// The S-code object travels inside the SDK's error message (spec §8.2).
+async function sError (p) {
+  try {
+    await p
+  } catch (e) {
+    const text = String(e?.message ?? e)
+    const at = text.indexOf('{', text.indexOf('handler error: '))
+    assert.ok(at >= 0, `no S-code object in: ${text}`)
+    return JSON.parse(text.slice(at))
+  }
+  assert.fail('expected an error')
+}
+
+test('sandbox::run returns stdout and exit code', async () => {
+  const r = await call('sandbox::run', { image: IMAGE, lang: 'python', code: 'print(6*7)' })
+  assert.equal(r.stdout, '42\n')
+  assert.equal(r.exit_code, 0)
+  assert.equal(r.success, true)
+  assert.equal(r.sandbox_id, undefined)
+})
+
+test('create → fs::write → exec → fs::read → stop', async () => {
+  const { sandbox_id, isolation } = await call('sandbox::create', { image: IMAGE })
+  assert.match(sandbox_id, /^[0-9a-f-]{36}$/)
+  assert.ok(['jail', 'microvm'].includes(isolation))
+  const w = await call('sandbox::fs::write', { sandbox_id, path: '/work/a.txt', content: 'hello', parents: true })
+  assert.deepEqual(w, { bytes_written: 5, path: '/work/a.txt' })
+  const x = await call('sandbox::exec', { sandbox_id, cmd: 'sh -c "tr a-z A-Z < /work/a.txt > /work/b.txt"' })
+  assert.equal(x.exit_code, 0, x.stderr)
+  const r = await call('sandbox::fs::read', { sandbox_id, path: '/work/b.txt' })
+  assert.equal(r.body, 'HELLO')
+  assert.equal(r.size, 5)
+  assert.equal(r.mode, '0644')
+  const bytes = await new ChannelReader(URL, r.content).readAll()
+  assert.equal(bytes.toString(), 'HELLO')
+  const list = await call('sandbox::list', {})
+  assert.ok(list.sandboxes.some(s => s.sandbox_id === sandbox_id))
+  assert.deepEqual(await call('sandbox::stop', { sandbox_id, wait: true }), { sandbox_id, stopped: true })
+  const gone = await sError(call('sandbox::exec', { sandbox_id, cmd: 'true' }))
+  assert.equal(gone.code, 'S002')
+})
+
+test('every fs operation', async () => {
+  const { sandbox_id } = await call('sandbox::create', { image: IMAGE })
+  try {
+    assert.deepEqual(await call('sandbox::fs::mkdir', { sandbox_id, path: '/p/q', parents: true }), { created: true })
+    await call('sandbox::fs::write', { sandbox_id, path: '/p/q/m.py', content: 'x = 1\n# TODO: y\n' })
+    const ls = await call('sandbox::fs::ls', { sandbox_id, path: '/p/q' })
+    assert.deepEqual(ls.entries.map(e => e.name), ['m.py'])
+    const st = await call('sandbox::fs::stat', { sandbox_id, path: '/p/q' })
+    assert.equal(st.is_dir, true)
+    const g = await call('sandbox::fs::grep', { sandbox_id, path: '/p', pattern: 'TODO' })
+    assert.deepEqual(g.matches.map(m => [m.path, m.line]), [['/p/q/m.py', 2]])
+    const s = await call('sandbox::fs::sed', { sandbox_id, files: ['/p/q/m.py'], pattern: 'x = (\\d)', replacement: 'x = $1$1' })
+    assert.equal(s.total_replacements, 1)
+    assert.deepEqual(await call('sandbox::fs::chmod', { sandbox_id, path: '/p/q/m.py', mode: '0600' }), { updated: 1 })
+    assert.deepEqual(await call('sandbox::fs::mv', { sandbox_id, src: '/p/q/m.py', dst: '/p/n.py' }), { moved: true })
+    const r = await call('sandbox::fs::read', { sandbox_id, path: '/p/n.py' })
+    assert.equal(r.body, 'x = 11\n# TODO: y\n')
+    assert.equal(r.mode, '0600')
+    assert.deepEqual(await call('sandbox::fs::rm', { sandbox_id, path: '/p', recursive: true }), { removed: true })
+    const e = await sError(call('sandbox::fs::stat', { sandbox_id, path: '/p' }))
+    assert.equal(e.code, 'S211')
+  } finally {
+    await call('sandbox::stop', { sandbox_id, wait: true })
+  }
+})
+
+test('S-code errors decode, and a fix merged and resubmitted succeeds', async () => {
+  const { sandbox_id } = await call('sandbox::create', { image: IMAGE })
+  try {
+    const req = { sandbox_id, path: '/deep/er/f.txt', content: 'x' }
+    const e = await sError(call('sandbox::fs::write', req))
+    assert.equal(e.code, 'S211')
+    assert.deepEqual(e.fix, { parents: true })
+    assert.equal(e.type, 'filesystem')
+    assert.equal(e.docs_url, 'docs/errors.md#S211')
+    const ok = await call('sandbox::fs::write', { ...req, ...e.fix })
+    assert.equal(ok.bytes_written, 1)
+    const bad = await sError(call('sandbox::exec', { sandbox_id, cmd: "echo 'x" }))
+    assert.equal(bad.code, 'S001')
+  } finally {
+    await call('sandbox::stop', { sandbox_id, wait: true })
+  }
+  assert.equal((await sError(call('sandbox::create', { image: 'no-such-image' }))).code, 'S100')
+  assert.equal((await sError(call('sandbox::exec', { sandbox_id: 'nope', cmd: 'true' }))).code, 'S001')
+})
+
+test('channel write and read of a 64 MiB file', async () => {
+  const { sandbox_id } = await call('sandbox::create', { image: IMAGE })
+  try {
+    const data = randomBytes(64 << 20)
+    const ch = await createChannel(iii)
+    const pending = call('sandbox::fs::write', { sandbox_id, path: '/tmp/big.bin', content: ch.readerRef })
+    for (let off = 0; off < data.length; off += 65536) {
+      if (!ch.writer.stream.write(data.subarray(off, off + 65536))) {
+        await new Promise(resolve => ch.writer.stream.once('drain', resolve))
+      }
+    }
+    ch.writer.stream.end()
+    const w = await pending
+    assert.equal(w.bytes_written, data.length)
+    const r = await call('sandbox::fs::read', { sandbox_id, path: '/tmp/big.bin' })
+    assert.equal(r.size, data.length)
+    assert.equal(r.body, undefined)
+    const back = await new ChannelReader(URL, r.content).readAll()
+    assert.equal(createHash('sha256').update(back).digest('hex'), createHash('sha256').update(data).digest('hex'))
+  } finally {
+    await call('sandbox::stop', { sandbox_id, wait: true })
+  }
+})
+
+test('engine::functions::info describes every sandbox function', async () => {
+  const list = await call('engine::functions::list', {})
+  const ids = list.functions.map(f => f.function_id)
+  assert.equal(ids.filter(id => id.startsWith('sandbox::')).length, 16)
+  for (const id of ids) {
+    const info = await call('engine::functions::info', { function_id: id })
+    assert.equal(info.function_id, id)
+    assert.equal(info.worker_name, 'iii-sandbox')
+    assert.equal(info.request_schema.$schema, 'http://json-schema.org/draft-07/schema#')
+    assert.equal(info.request_schema.type, 'object')
+    assert.ok(info.response_schema)
+  }
+})
