@@ -109,7 +109,6 @@ std::vector<int> SandboxCgroup::procs_fds() const {
 
 void SandboxCgroup::CloseSetupFds() {
   procs_.clear();
-  v2_dir_.reset();
 }
 
 void SandboxCgroup::Remove() {
@@ -261,24 +260,21 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
       if (lim.cpus > 0 && ::access((dir + "/cpu.max").c_str(), F_OK) == 0)
         SKIFF_RETURN_IF_ERROR(
             WriteFile(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
-      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0) return Error::Sys(Code::kS300, "open", dir, errno);
-      sc.v2_dir_.reset(fd);
-      continue;
-    }
-    if (::access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0) {
-      SKIFF_RETURN_IF_ERROR(
-          WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
-      if (memsw_)
+    } else {
+      if (::access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0) {
         SKIFF_RETURN_IF_ERROR(
-            WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
-    }
-    if (::access((dir + "/pids.max").c_str(), F_OK) == 0)
-      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
-    if (lim.cpus > 0 && ::access((dir + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
-      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_period_us", "100000"));
-      SKIFF_RETURN_IF_ERROR(
-          WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
+            WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
+        if (memsw_)
+          SKIFF_RETURN_IF_ERROR(
+              WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
+      }
+      if (::access((dir + "/pids.max").c_str(), F_OK) == 0)
+        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
+      if (lim.cpus > 0 && ::access((dir + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
+        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_period_us", "100000"));
+        SKIFF_RETURN_IF_ERROR(
+            WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
+      }
     }
     std::string procs = dir + "/cgroup.procs";
     int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);

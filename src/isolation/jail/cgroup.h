@@ -34,10 +34,8 @@ class SandboxCgroup {
 
   bool active() const { return !dirs_.empty(); }
   const std::vector<std::string>& dirs() const { return dirs_; }
-  // v1: open cgroup.procs files the child writes "0" into (before exec).
+  // Open cgroup.procs files the child writes "0" into (before exec).
   std::vector<int> procs_fds() const;
-  // v2: the directory fd for clone3(CLONE_INTO_CGROUP), -1 for v1.
-  int v2_dir_fd() const { return v2_dir_.get(); }
   void CloseSetupFds();
 
   // SIGKILLs whatever is still in the cgroup, waits for it to empty and
@@ -48,7 +46,6 @@ class SandboxCgroup {
   friend class Cgroups;
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
-  UniqueFd v2_dir_;
 };
 
 class Cgroups {

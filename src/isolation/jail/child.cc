@@ -35,13 +35,11 @@ void CopyStr(char* dst, size_t cap, const char* src) {
 
 // Reports the failed step to the parent and exits. Async-signal-safe.
 [[noreturn]] void Fail(const ChildPlan& p, int err, const char* call, const char* object) {
-  ChildError e;
-  e.err = err;
-  CopyStr(e.call, sizeof e.call, call);
-  CopyStr(e.object, sizeof e.object, object);
-  ssize_t n;
-  do n = ::write(p.err_fd, &e, sizeof e);
-  while (n < 0 && errno == EINTR);
+  if (p.report != nullptr) {
+    p.report->err = err;
+    CopyStr(p.report->call, sizeof p.report->call, call);
+    CopyStr(p.report->object, sizeof p.report->object, object);
+  }
   ::syscall(SYS_exit_group, 125);
   __builtin_unreachable();
 }
@@ -117,7 +115,8 @@ void SetLimit(const ChildPlan& p, int resource, uint64_t value, const char* name
 
 }  // namespace
 
-void RunChild(const ChildPlan& p) noexcept {
+int RunChild(void* arg) noexcept {
+  const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
   ::umask(022);
   // Into the sandbox's cgroups (v1; v2 used CLONE_INTO_CGROUP), then a
   // cgroup namespace rooted there.
@@ -220,19 +219,15 @@ void RunChild(const ChildPlan& p) noexcept {
   Check(p, ::syscall(SYS_setresgid, 0, 0, 0), "setresgid", "0");
   Check(p, ::syscall(SYS_setresuid, 0, 0, 0), "setresuid", "0");
 
-  // Final descriptors: 3 = channel, 4 = agent binary, 5 = error pipe. Move
+  // Final descriptors: 3 = channel, 4 = agent binary (close-on-exec). Move
   // them out of the way first so no dup2 clobbers another.
   int sock = ::fcntl(p.sock_fd, F_DUPFD_CLOEXEC, 10);
   int agent = ::fcntl(p.agent_fd, F_DUPFD_CLOEXEC, 10);
-  int err = ::fcntl(p.err_fd, F_DUPFD_CLOEXEC, 10);
-  if (sock < 0 || agent < 0 || err < 0) Fail(p, errno, "fcntl", "F_DUPFD_CLOEXEC");
-  ChildPlan q = p;
-  q.err_fd = err;
-  if (::dup3(err, 5, O_CLOEXEC) < 0) Fail(q, errno, "dup3", "error pipe");
-  q.err_fd = 5;
+  if (sock < 0 || agent < 0) Fail(p, errno, "fcntl", "F_DUPFD_CLOEXEC");
+  const ChildPlan& q = p;
   Check(q, ::dup2(sock, 3), "dup2", "channel");
   Check(q, ::dup3(agent, 4, O_CLOEXEC), "dup3", "agent");
-  Check(q, ::syscall(SYS_close_range, 6, ~0U, 0), "close_range", "6..");
+  Check(q, ::syscall(SYS_close_range, 5, ~0U, 0), "close_range", "5..");
 
   if (p.confine != nullptr) {
     confine::ApplyResult r = confine::ApplyInChild(*p.confine);
@@ -242,6 +237,7 @@ void RunChild(const ChildPlan& p) noexcept {
   }
   ::syscall(SYS_execveat, 4, "", p.argv, p.envp, AT_EMPTY_PATH);
   Fail(q, errno, "execveat", p.argv[0]);
+  return 125;
 }
 
 }  // namespace skiff::jail

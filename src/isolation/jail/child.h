@@ -1,7 +1,10 @@
-// The code that runs in the sandbox's init between clone3() and execveat()
-// of skiff-agent. The parent is multi-threaded, so everything here is
+// The code that runs in the sandbox's init between clone() and execveat()
+// of skiff-agent. The child shares the parent's memory (CLONE_VM|CLONE_VFORK,
+// the posix_spawn technique: no page-table copy, and the parent sleeps until
+// the exec), and the parent is multi-threaded, so everything here is
 // async-signal-safe: raw system calls on data prepared by the parent before
-// the clone, no allocation, no locks, no stdio.
+// the clone, no allocation, no locks, no stdio, and no writes to memory other
+// than the child's own stack and the `report` slot.
 #pragma once
 
 #include <sys/types.h>
@@ -29,7 +32,7 @@ struct ChildLayer {
 struct ChildPlan {
   int sock_fd = -1;     // becomes fd 3 of the agent
   int agent_fd = -1;    // O_PATH fd of the agent binary (execveat)
-  int err_fd = -1;      // CLOEXEC pipe: a ChildError on failure, EOF on exec
+  struct ChildError* report = nullptr;  // parent memory (CLONE_VM): filled on failure
   int userns_fd = -1;   // the sandbox's user namespace (already mapped)
   const int* cgroup_fds = nullptr;  // v1 cgroup.procs files to write "0" into
   int n_cgroup_fds = 0;
@@ -49,14 +52,15 @@ struct ChildPlan {
   char* const* envp = nullptr;
 };
 
-// What the child reports through err_fd when a step fails.
+// What the child leaves in *report when a step fails.
 struct ChildError {
   int err = 0;
   char call[32] = {};
   char object[160] = {};
 };
 
-// Runs the setup and execs the agent; never returns.
-[[noreturn]] void RunChild(const ChildPlan& plan) noexcept;
+// Runs the setup and execs the agent; never returns. `arg` is a ChildPlan*
+// (the signature of clone()'s entry point).
+int RunChild(void* arg) noexcept;
 
 }  // namespace skiff::jail

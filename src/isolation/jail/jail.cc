@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -108,8 +107,6 @@ std::vector<std::pair<uint64_t, uint64_t>> SubidRanges() {
   }
   return out;
 }
-
-long Clone3(clone_args* args) { return ::syscall(SYS_clone3, args, sizeof(clone_args)); }
 
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
@@ -217,7 +214,11 @@ class JailInstance : public Instance {
       (void)proc_.Wait(std::nullopt);
     }
   reaped:
+    auto t0 = std::chrono::steady_clock::now();
     ReleaseLocked();
+    SKIFF_LOG(Debug) << "jail: released " << id_ << " in "
+                     << std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - t0).count() << "us";
   }
 
   bool Running() override {
@@ -266,29 +267,47 @@ class JailInstance : public Instance {
   bool released_ = false;
 };
 
-// A user namespace whose root is `base` on the host: created by a throwaway
-// child (the daemon is multi-threaded and cannot unshare one itself), mapped,
-// opened, and the child killed.
-Result<UniqueFd> MakeUserNamespace(uint32_t base) {
+// Stack for a CLONE_VM child (posix_spawn style). Freed only after the
+// child has exec'd or been reaped.
+struct ChildStack {
+  static constexpr size_t kSize = 256 * 1024;
+  ChildStack() : mem(new char[kSize]) {}
+  void* top() const { return mem.get() + kSize; }  // x86-64/arm64: grows down
+  std::unique_ptr<char[]> mem;
+};
+
+// Async-signal-safe: the user-namespace holder only waits to be killed.
+int HoldNamespace(void*) {
+  for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
+  return 0;
+}
+
+// A user namespace whose root is `base` on the host: held by a throwaway
+// CLONE_VM child (the daemon is multi-threaded and cannot unshare one
+// itself), mapped, opened; the holder is killed and then reaped when
+// `holder` goes (it never runs user code again once killed).
+struct UserNamespace {
+  UniqueFd fd;
+  ChildStack stack;
+  Process holder;
+};
+
+Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
+  auto ns = std::make_unique<UserNamespace>();
   int pidfd = -1;
-  clone_args args{};
-  args.flags = CLONE_NEWUSER | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = Clone3(&args);
-  if (pid < 0) return Error::Sys(Code::kS300, "clone3", "CLONE_NEWUSER", errno);
-  if (pid == 0) {
-    // Async-signal-safe: just wait to be killed.
-    for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
-  }
-  Process helper(static_cast<pid_t>(pid), UniqueFd(pidfd));  // killed + reaped on scope exit
+  int pid = ::clone(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD,
+                    nullptr, &pidfd);
+  if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
+  ns->holder = Process(pid, UniqueFd(pidfd));
   std::string proc = "/proc/" + std::to_string(pid);
   std::string map = "0 " + std::to_string(base) + " " + std::to_string(kRangeSize) + "\n";
   SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
   SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
   int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
-  return UniqueFd(fd);
+  ns->fd.reset(fd);
+  (void)ns->holder.Signal(SIGKILL);
+  return ns;
 }
 
 // A detached, read-only, idmapped copy of `dir`: files owned by host uid N
@@ -332,8 +351,8 @@ Status JailIsolator::Available() {
   std::string agent = paths::AgentBinary();
   if (::access(agent.c_str(), X_OK) < 0)
     return Error::Sys(Code::kS300, "access", agent, errno);
-  SKIFF_ASSIGN_OR_RETURN(UniqueFd ns, MakeUserNamespace(options_.uid_base));
-  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, IdmappedTree("/usr", ns.get()));
+  SKIFF_ASSIGN_OR_RETURN(auto ns, MakeUserNamespace(options_.uid_base));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, IdmappedTree("/usr", ns->fd.get()));
   return OkStatus();
 }
 
@@ -414,7 +433,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     const auto& l = policy.rootfs.layers[i];
     std::string lowerdir;
     for (size_t j = 0; j < l.lower.size(); ++j) {
-      auto tree = IdmappedTree(l.lower[j], userns->get());
+      auto tree = IdmappedTree(l.lower[j], (*userns)->fd.get());
       if (!tree.ok()) return boot(tree.error());
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
@@ -443,9 +462,6 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return boot(Error::Sys(Code::kS300, "socketpair", "agent channel", errno));
   UniqueFd host_end(sv[0]), child_end(sv[1]);
-  int ep[2];
-  if (::pipe2(ep, O_CLOEXEC) < 0) return boot(Error::Sys(Code::kS300, "pipe2", "boot", errno));
-  UniqueFd err_read(ep[0]), err_write(ep[1]);
   mark("trees");
 
   const uint64_t tmp_mb = policy.tmp_size_mb ? policy.tmp_size_mb
@@ -464,8 +480,9 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
   plan.agent_fd = agent.get();
-  plan.err_fd = err_write.get();
-  plan.userns_fd = userns->get();
+  jail::ChildError report;
+  plan.report = &report;
+  plan.userns_fd = (*userns)->fd.get();
   plan.cgroup_fds = cg_fds.data();
   plan.n_cgroup_fds = static_cast<int>(cg_fds.size());
   plan.hostname = policy.hostname.c_str();
@@ -485,40 +502,26 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   plan.argv = const_cast<char* const*>(argv);
   plan.envp = const_cast<char* const*>(envp);
 
+  // CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and this
+  // thread sleeps until the child has exec'd the agent or failed.
+  ChildStack stack;
   int pidfd = -1;
-  clone_args args{};
-  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
-               CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  if (inst->cgroup_.v2_dir_fd() >= 0) {
-    args.flags |= CLONE_INTO_CGROUP;
-    args.cgroup = static_cast<uint64_t>(inst->cgroup_.v2_dir_fd());
-  }
-  long pid = Clone3(&args);
-  if (pid < 0) return boot(Error::Sys(Code::kS300, "clone3", "sandbox init", errno));
-  if (pid == 0) jail::RunChild(plan);  // never returns
+  int pid = ::clone(jail::RunChild, stack.top(),
+                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                        CLONE_NEWUTS | CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
+                    &plan, &pidfd);
+  if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", errno));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
-  mark("clone");
-
-  // Parent: drop the child's ends, then wait for exec (EOF) or a failure report.
+  mark("exec");
   child_end.reset();
-  err_write.reset();
   agent.reset();
   inst->cgroup_.CloseSetupFds();
   lower_fds.clear();
-  jail::ChildError ce;
-  ssize_t n;
-  do n = ::read(err_read.get(), &ce, sizeof ce);
-  while (n < 0 && errno == EINTR);
-  if (n != 0) {
-    if (n != static_cast<ssize_t>(sizeof ce))
-      return Platform("boot", "sandbox init failed before exec (short report)");
-    ce.call[sizeof ce.call - 1] = ce.object[sizeof ce.object - 1] = '\0';
-    return boot(Error::Sys(Code::kS300, ce.call, ce.object, ce.err));
+  if (report.err != 0) {
+    report.call[sizeof report.call - 1] = report.object[sizeof report.object - 1] = '\0';
+    return boot(Error::Sys(Code::kS300, report.call, report.object, report.err));
   }
   inst->channel_ = std::move(host_end);
-  mark("exec");
   if (log::Enabled(log::Level::kDebug)) {
     std::string t;
     for (size_t i = 1; i < marks.size(); ++i)
@@ -628,7 +631,7 @@ nlohmann::json JailIsolator::Doctor() {
     j["user_namespaces"] = {{"ok", ns.ok()}, {"max_user_namespaces", v}};
     if (!ns.ok()) j["user_namespaces"]["error"] = ns.error().message();
     if (ns.ok()) {
-      auto t = IdmappedTree("/usr", ns->get());
+      auto t = IdmappedTree("/usr", (*ns)->fd.get());
       j["idmapped_mounts"] = {{"ok", t.ok()}};
       if (!t.ok()) j["idmapped_mounts"]["error"] = t.error().message();
     } else {
