@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -386,6 +387,8 @@ Status RunLogged(const std::vector<std::string>& argv,
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(p[1], 1);
     ::dup2(p[1], 2);
+    // No other descriptor of this process (sockets, locks) reaches the tool.
+    ::syscall(SYS_close_range, 3u, ~0u, 0u);
     ::execve(exe.c_str(), cargv.data(), cenv.data());
     _exit(127);
   }
