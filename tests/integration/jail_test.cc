@@ -591,6 +591,11 @@ TEST_F(JailTest, BadPolicyIsRejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kS001);
   p.rootfs = img->rootfs;
+  p.network = true;  // not available in the jail yet: refused, never silently dropped
+  r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  p.network = false;
   p.rootfs.layers[0].lower = {"/nonexistent-skiff-dir"};
   r = iso_->Start(p);
   ASSERT_FALSE(r.ok());

@@ -374,6 +374,11 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
       if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
   }
   auto boot = [](const Error& e) { return Platform("boot", e.message()); };
+  // Fail closed and say so, rather than silently starting without the
+  // network the caller asked for (the user-mode network stack of spec §6.3
+  // is not wired into the jail yet).
+  if (policy.network)
+    return Platform("isolation", "jail: network access (network: true) is not available");
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
