@@ -46,6 +46,16 @@ Result<ImageMeta> ImportArchive(const std::string& name, const std::string& path
 Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::string& ref,
                        const ProgressFn& progress = {});
 
+// A registry reference, normalised.
+struct ImageRef {
+  std::string host;       // registry host[:port] as contacted
+  std::string repo;       // e.g. "library/debian"
+  std::string reference;  // tag or "sha256:<hex>"
+  std::string scheme;     // "http" for loopback registries, "https" otherwise
+};
+// S001 for malformed references (bad characters, `..`, non-sha256 digests).
+Result<ImageRef> ParseImageRef(const std::string& ref);
+
 // Whether a custom_images value names a local archive (an absolute or
 // ./relative path, or a file ending in .tar/.tar.gz/.tgz/.tar.zst/.tar.xz)
 // rather than a registry reference.

@@ -27,24 +27,29 @@ constexpr int kAttempts = 3;
 
 Error PullError(const std::string& detail) { return Platform("sandbox", "pull: " + detail); }
 
-struct Ref {
-  std::string host;  // registry host[:port] as contacted
-  std::string repo;
-  std::string reference;  // tag or sha256:<hex>
-  std::string scheme;     // http for loopback registries, https otherwise
-};
+using Ref = ImageRef;
 
+// Distribution spec: components [a-z0-9]+([._-][a-z0-9]+)* joined by '/'.
 bool ValidRepo(const std::string& r) {
   if (r.empty() || r.size() > 255) return false;
-  for (char c : r) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-' || c == '/';
-    if (!ok) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  size_t i = 0;
+  while (i <= r.size()) {
+    size_t j = r.find('/', i);
+    if (j == std::string::npos) j = r.size();
+    std::string c = r.substr(i, j - i);
+    if (c.empty() || !alnum(c.front()) || !alnum(c.back())) return false;
+    for (size_t k = 0; k < c.size(); ++k) {
+      if (alnum(c[k])) continue;
+      if ((c[k] == '.' || c[k] == '_' || c[k] == '-') && k + 1 < c.size()) continue;
+      return false;
+    }
+    i = j + 1;
   }
-  return r.find("..") == std::string::npos && r.front() != '/' && r.back() != '/';
+  return true;
 }
 
-Result<Ref> ParseRef(const std::string& s) {
+Result<Ref> ParseRefImpl(const std::string& s) {
   Ref r;
   std::string rest = s;
   if (auto at = rest.find('@'); at != std::string::npos) {
@@ -321,6 +326,8 @@ Result<std::string> DescriptorDigest(const nlohmann::json& d, const std::string&
 
 }  // namespace
 
+Result<ImageRef> ParseImageRef(const std::string& ref) { return ParseRefImpl(ref); }
+
 Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::string& ref_text,
                        const ProgressFn& progress) {
   auto say = [&](const std::string& s) {
@@ -329,7 +336,7 @@ Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::s
   if (IsPreset(name) || name == "host") {
     return InvalidRequest("image name '" + name + "' is reserved");
   }
-  SKIFF_ASSIGN_OR_RETURN(Ref ref, ParseRef(ref_text));
+  SKIFF_ASSIGN_OR_RETURN(Ref ref, ParseRefImpl(ref_text));
   Client client(ref);
   say("pulling " + ref.repo + ":" + ref.reference + " from " + ref.scheme + "://" + ref.host);
 

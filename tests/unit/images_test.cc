@@ -212,6 +212,39 @@ TEST(Recipe, PresetsAreCompiledInAndDistinct) {
   EXPECT_EQ(PresetRecipe("../python").error().code(), Code::kS100);
 }
 
+// ---------- registry references ----------
+
+TEST(ImageRef, Normalises) {
+  auto r = ParseImageRef("debian");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->host, "registry-1.docker.io");
+  EXPECT_EQ(r->repo, "library/debian");
+  EXPECT_EQ(r->reference, "latest");
+  EXPECT_EQ(r->scheme, "https");
+  r = ParseImageRef("ghcr.io/acme/ml:1.4");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->host, "ghcr.io");
+  EXPECT_EQ(r->repo, "acme/ml");
+  EXPECT_EQ(r->reference, "1.4");
+  r = ParseImageRef("127.0.0.1:5000/skiff/test@sha256:" + Sha256Hex("m"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->host, "127.0.0.1:5000");
+  EXPECT_EQ(r->scheme, "http");
+  EXPECT_EQ(r->reference, "sha256:" + Sha256Hex("m"));
+  r = ParseImageRef("localhost:5000/x:y");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->scheme, "http");
+  EXPECT_EQ(ParseImageRef("docker.io/library/node:20")->host, "registry-1.docker.io");
+  // localhost.evil.com is not loopback.
+  EXPECT_EQ(ParseImageRef("localhost.evil.com/x")->scheme, "https");
+  for (const char* bad : {"ghcr.io/../etc:1", "ghcr.io/a/b@md5:00", "ghcr.io/A/b", "x:ta g",
+                          "ghcr.io/a//b", "ghcr.io/a/b:t?x"}) {
+    auto b = ParseImageRef(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.error().code(), Code::kS001) << bad;
+  }
+}
+
 // ---------- store ----------
 
 // Installs a fake entry (a rootfs with one file) under `digest`.
