@@ -53,8 +53,14 @@ void Mount(const ChildPlan& p, const char* src, const char* target, const char* 
   Check(p, ::mount(src, target, type, flags, data), type ? type : "mount", target);
 }
 
+// A mount point that must be a real directory: an image could ship a symlink
+// at /proc, /dev, /tmp... to redirect a mount elsewhere before pivot_root.
 void EnsureDir(const ChildPlan& p, const char* path, mode_t mode) {
-  if (::mkdir(path, mode) < 0 && errno != EEXIST) Fail(p, errno, "mkdir", path);
+  if (::mkdir(path, mode) == 0) return;
+  if (errno != EEXIST) Fail(p, errno, "mkdir", path);
+  struct stat st;
+  if (::lstat(path, &st) < 0) Fail(p, errno, "lstat", path);
+  if (!S_ISDIR(st.st_mode)) Fail(p, ENOTDIR, "mountpoint", path);
 }
 
 // Owned by root inside the sandbox.

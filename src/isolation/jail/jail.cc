@@ -205,15 +205,17 @@ class JailInstance : public Instance {
     if (proc_.valid() && !proc_.exited()) {
       // Killing PID 1 of the pid namespace kills every process in it; the
       // kernel reaps them all before init's exit is reported.
+      bool gone = false;
       if (grace.count() > 0) {
         (void)proc_.Signal(SIGTERM);
         auto r = proc_.Wait(grace);
-        if (r.ok() && r->has_value()) goto reaped;
+        gone = r.ok() && r->has_value();
       }
-      (void)proc_.Signal(SIGKILL);
-      (void)proc_.Wait(std::nullopt);
+      if (!gone) {
+        (void)proc_.Signal(SIGKILL);
+        (void)proc_.Wait(std::nullopt);
+      }
     }
-  reaped:
     auto t0 = std::chrono::steady_clock::now();
     ReleaseLocked();
     SKIFF_LOG(Debug) << "jail: released " << id_ << " in "
