@@ -435,7 +435,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   plan.pass_fds = {vm_end.get(), image.get()};  // fd 3, fd 4 in QEMU
   plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + policy.id};
 
-  std::string append = KernelCmdline(policy);
+  std::string append = KernelCmdline(policy, kvm);
 
   auto& a = plan.argv;
   a = {plan.exec_path,
@@ -480,15 +480,22 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
     int r = ::poll(p, 2, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Error::Sys(Code::kS300, "poll", "agent channel", errno);
-    if (p[0].revents & POLLIN) break;
+    if (p[0].revents & POLLIN) {
+      // Data (the HELLO), or only the EOF of a VMM that went away?
+      char byte;
+      ssize_t n = ::recv(host_end.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) break;
+      if (n == 0) p[0].revents |= POLLHUP;
+    }
     if (p[1].revents & POLLIN) {
       auto st = proc.Wait(std::nullopt);
       failure = st.ok() && st->has_value() ? DescribeWaitStatus(**st) : "qemu ended";
       break;
     }
     if (p[0].revents & (POLLHUP | POLLERR)) {
-      (void)proc.Wait(1000ms);
-      failure = "the agent channel closed";
+      auto st = proc.Wait(2000ms);
+      failure = st.ok() && st->has_value() ? DescribeWaitStatus(**st)
+                                           : std::string("the agent channel closed");
       break;
     }
   }
@@ -623,9 +630,30 @@ bool KvmUsable() {
   return true;
 }
 
-std::string KernelCmdline(const SandboxPolicy& policy) {
+uint64_t HostTscKhz() {
+  static const uint64_t khz = [] {
+    std::string cpuinfo = ReadSmall("/proc/cpuinfo");
+    auto flags = cpuinfo.find("\nflags");
+    if (flags == std::string::npos) return uint64_t{0};
+    std::string line = cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags) + " ";
+    // Only a constant-rate TSC is a clock worth trusting.
+    if (line.find(" constant_tsc ") == std::string::npos) return uint64_t{0};
+    auto mhz = cpuinfo.find("cpu MHz");
+    if (mhz == std::string::npos) return uint64_t{0};
+    auto colon = cpuinfo.find(':', mhz);
+    if (colon == std::string::npos) return uint64_t{0};
+    double v = std::atof(cpuinfo.c_str() + colon + 1);
+    return v > 100 && v < 10000 ? static_cast<uint64_t>(v * 1000) : uint64_t{0};
+  }();
+  return khz;
+}
+
+std::string KernelCmdline(const SandboxPolicy& policy, bool kvm) {
   std::string fstype = policy.rootfs.block_fstype.empty() ? "erofs" : policy.rootfs.block_fstype;
   std::string out = std::string(kBootArgs) + " skiff.fstype=" + fstype;
+  if (!kvm) {
+    if (uint64_t khz = HostTscKhz()) out += " tsc_early_khz=" + std::to_string(khz);
+  }
   // The guest re-checks these; only plain tokens are passed.
   std::string h;
   for (char c : policy.hostname)

@@ -17,6 +17,7 @@
 // Stop(); CleanupOrphans() kills VMs whose launching process is gone.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -38,7 +39,11 @@ std::string KernelPath();
 // /dev/kvm opens read-write.
 bool KvmUsable();
 // The kernel command line for a policy (tuned for fast boot under emulation).
-std::string KernelCmdline(const SandboxPolicy& policy);
+std::string KernelCmdline(const SandboxPolicy& policy, bool kvm);
+// The host's TSC frequency in kHz (0 if unknown). Under TCG the guest reads
+// the host's TSC, and its own calibration fails on a busy host, leaving the
+// guest clock stopped; the guest is told the frequency instead.
+uint64_t HostTscKhz();
 
 }  // namespace microvm
 }  // namespace skiff

@@ -1,0 +1,413 @@
+// The microVM backend end to end: real QEMU (TCG here, KVM where /dev/kvm
+// opens), the project's guest kernel, skiff-agent as /init, a busybox root
+// filesystem as a read-only erofs block image. One VM is shared by most
+// checks (each boot costs seconds under emulation); the SIGKILL test boots
+// its own.
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/paths.h"
+#include "base/text.h"
+#include "isolation/microvm/microvm.h"
+#include "isolation/microvm/sha256.h"
+#include "protocol/client.h"
+
+namespace skiff {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string ReadFile(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// A busybox root filesystem as an erofs image, cached by busybox's hash.
+std::string TestRootfs() {
+  auto digest = microvm::Sha256File("/bin/busybox");
+  if (!digest.ok()) return "";
+  std::string dir = paths::CacheDir() + "/microvm-test";
+  std::string image = dir + "/busybox-" + digest->substr(0, 16) + "-v1.erofs";
+  struct stat st{};
+  if (::stat(image.c_str(), &st) == 0) return image;
+  std::string tree = dir + "/tree-" + RandomHex(4);
+  std::string script =
+      "set -e; trap 'rm -rf " + tree + "' EXIT; mkdir -p " + tree + "/bin " + tree + "/etc " + tree + "/root " + tree +
+      "/home " + tree + "/usr; cp /bin/busybox " + tree + "/bin/busybox; ln -s ../bin " + tree +
+      "/usr/bin; for a in sh echo cat uname ls nc ps sleep true false mkdir id hostname wc "
+      "grep head ip ifconfig; do ln -s busybox " + tree + "/bin/$a; done; "
+      "echo 'root:x:0:0:root:/root:/bin/sh' > " + tree + "/etc/passwd; "
+      "echo 'root:x:0:' > " + tree + "/etc/group; echo image > " + tree + "/etc/marker; "
+      "mkfs.erofs " + image + ".tmp " + tree + " >/dev/null && mv " + image + ".tmp " +
+      image;
+  if (std::system(("mkdir -p " + dir + "; " + script).c_str()) != 0) return "";
+  return image;
+}
+
+struct ExecOut {
+  std::string out, err;
+  json result;
+  bool closed = false;
+  json error;
+};
+
+ExecOut Exec(proto::Client& c, std::vector<std::string> argv, int timeout_ms = 20000) {
+  ExecOut r;
+  auto s = c.Open(json{{"op", "exec"}, {"argv", argv}, {"timeout_ms", timeout_ms}});
+  if (!s.ok()) {
+    r.error = json{{"message", s.error().message()}};
+    return r;
+  }
+  (void)(*s)->End(proto::kStdin);
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms + 10000);
+  for (;;) {
+    auto e = (*s)->Next(deadline);
+    if (!e) {
+      r.error = json{{"message", "timeout"}};
+      return r;
+    }
+    switch (e->kind) {
+      case proto::Event::Kind::kData:
+        (e->channel == proto::kStdout ? r.out : r.err) += e->data;
+        break;
+      case proto::Event::Kind::kResult:
+        r.result = e->json;
+        return r;
+      case proto::Event::Kind::kError:
+        r.error = e->json;
+        return r;
+      case proto::Event::Kind::kClosed:
+        r.closed = true;
+        r.error = e->json;
+        return r;
+      default:
+        break;
+    }
+  }
+}
+
+bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+class MicrovmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ::setenv("SKIFF_AGENT", SKIFF_BINARY_DIR "/cmd/skiff-agent/skiff-agent", 1);
+    iso_ = MakeMicrovmIsolator().release();
+    rootfs_ = new std::string(TestRootfs());
+  }
+  static void TearDownTestSuite() {
+    if (vm_) vm_->client.reset();
+    if (vm_ && vm_->inst) vm_->inst->Stop(2000ms);
+    delete vm_;
+    vm_ = nullptr;
+    delete iso_;
+    delete rootfs_;
+  }
+
+  struct Vm {
+    std::unique_ptr<Instance> inst;
+    std::shared_ptr<proto::Client> client;
+    double create_ms = 0;
+  };
+
+  static SandboxPolicy Policy() {
+    SandboxPolicy p;
+    p.id = NewUuid();
+    p.hostname = "skiff-test";
+    p.rootfs.block_image = *rootfs_;
+    p.rootfs.block_fstype = "erofs";
+    p.cpus = 1;
+    p.memory_mb = 256;
+    return p;
+  }
+
+  // Boots a VM and connects; fails the test on error.
+  static std::unique_ptr<Vm> Boot() {
+    auto vm = std::make_unique<Vm>();
+    auto t0 = Clock::now();
+    auto inst = iso_->Start(Policy());
+    if (!inst.ok()) {
+      ADD_FAILURE() << inst.error().ToString();
+      return nullptr;
+    }
+    vm->inst = std::move(inst).value();
+    auto client = proto::Client::Connect(vm->inst->TakeChannel(), 10000ms);
+    if (!client.ok()) {
+      ADD_FAILURE() << client.error().ToString() << " / " << vm->inst->ExitReport();
+      return nullptr;
+    }
+    vm->client = std::move(client).value();
+    vm->create_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return vm;
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(rootfs_->empty()) << "could not build the busybox erofs test image";
+    auto st = iso_->Available();
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
+  }
+
+  static Vm& Shared() {
+    if (!vm_) {
+      auto vm = Boot();
+      if (vm) vm_ = vm.release();
+    }
+    return *vm_;
+  }
+  static bool HaveShared() { return vm_ != nullptr || (Shared(), vm_ != nullptr); }
+
+  static Isolator* iso_;
+  static std::string* rootfs_;
+  static Vm* vm_;
+};
+
+Isolator* MicrovmTest::iso_ = nullptr;
+std::string* MicrovmTest::rootfs_ = nullptr;
+MicrovmTest::Vm* MicrovmTest::vm_ = nullptr;
+
+TEST_F(MicrovmTest, BootsAndRunsTheGuestKernel) {
+  ASSERT_TRUE(HaveShared());
+  Vm& vm = Shared();
+  auto d = vm.inst->Describe();
+  EXPECT_EQ(d["isolation"], "microvm");
+  EXPECT_EQ(d["accel"], microvm::KvmUsable() ? "kvm" : "tcg");
+  EXPECT_TRUE(vm.inst->Running());
+
+  auto info = vm.client->Call({{"op", "info"}});
+  ASSERT_TRUE(info.ok()) << info.error().ToString();
+  EXPECT_EQ((*info)["pid"], 1);
+
+  auto r = Exec(*vm.client, {"uname", "-r"});
+  ASSERT_TRUE(r.error.is_null()) << r.error.dump();
+  EXPECT_EQ(r.result["exit_code"], 0);
+  utsname host{};
+  ::uname(&host);
+  EXPECT_NE(Trim(r.out), host.release) << "uname -r inside the VM is the host's kernel";
+  std::string expected = Trim(ReadFile(paths::CacheDir() + "/kernel/current/release"));
+  if (!expected.empty() && std::getenv("SKIFF_KERNEL") == nullptr) {
+    EXPECT_EQ(Trim(r.out), expected);
+  }
+  if (info->contains("kernel") && (*info)["kernel"].is_string()) {
+    EXPECT_EQ((*info)["kernel"].get<std::string>().find(host.release), std::string::npos);
+  }
+
+  auto h = Exec(*vm.client, {"hostname"});
+  EXPECT_EQ(Trim(h.out), "skiff-test");
+
+  // Measurements (logged, not asserted): host-side create, guest-side
+  // agent-ready, VMM CPU and memory, exec round trip.
+  std::vector<double> rtt;
+  for (int i = 0; i < 15; i++) {
+    auto t0 = Clock::now();
+    auto t = Exec(*vm.client, {"true"});
+    rtt.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ASSERT_EQ(t.result["exit_code"], 0);
+  }
+  std::sort(rtt.begin(), rtt.end());
+  std::this_thread::sleep_for(1s);  // idle
+  d = vm.inst->Describe();
+  std::cout << "[microvm] create_to_ready_ms=" << vm.create_ms << " qemu_start_to_ready_ms="
+            << d["boot_ms"] << " guest_ready_ms=" << info->value("ready_ms", json()).dump()
+            << " vmm_cpu_ms=" << d["vmm_cpu_ms"] << " vmm_rss_kib=" << d["vmm_rss_kib"]
+            << " guest_rss_kib=" << d["guest_rss_kib"] << " vmm_overhead_kib="
+            << d["vmm_overhead_kib"] << " exec_rtt_median_ms=" << rtt[rtt.size() / 2]
+            << " exec_rtt_min_ms=" << rtt.front() << " accel=" << d["accel"] << std::endl;
+}
+
+TEST_F(MicrovmTest, FilesystemIsTheImageWithAPrivateWritableLayer) {
+  ASSERT_TRUE(HaveShared());
+  proto::Client& c = *Shared().client;
+  auto st = c.Call({{"op", "fs.stat"}, {"path", "/etc/marker"}});
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+
+  // Writes land in the overlay: /etc is writable, /tmp is 1777.
+  auto w = c.Open(json{{"op", "fs.write"}, {"path", "/etc/written"}, {"mode", 0644},
+                       {"parents", false}});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Send(proto::kStdin, "hello from the host").ok());
+  ASSERT_TRUE((*w)->End(proto::kStdin).ok());
+  auto ev = (*w)->Next(Clock::now() + 20s);
+  ASSERT_TRUE(ev && ev->kind == proto::Event::Kind::kResult) << (ev ? ev->json.dump() : "timeout");
+  auto cat = Exec(c, {"cat", "/etc/written", "/etc/marker"});
+  EXPECT_EQ(cat.out, "hello from the hostimage\n");
+
+  auto tmp = c.Call({{"op", "fs.stat"}, {"path", "/tmp"}});
+  ASSERT_TRUE(tmp.ok());
+  EXPECT_EQ((*tmp)["mode"].dump().find("1777") != std::string::npos ||
+                ((*tmp)["mode"].is_number() && ((*tmp)["mode"].get<int>() & 07777) == 01777),
+            true)
+      << tmp->dump();
+
+  auto mk = c.Call({{"op", "fs.mkdir"}, {"path", "/home/a/b"}, {"mode", 0755}, {"parents", true}});
+  EXPECT_TRUE(mk.ok()) << mk.error().ToString();
+  auto ls = c.Call({{"op", "fs.ls"}, {"path", "/home/a"}});
+  ASSERT_TRUE(ls.ok());
+  EXPECT_EQ((*ls)["entries"].size(), 1u);
+
+  auto missing = c.Call({{"op", "fs.stat"}, {"path", "/no/such/file"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), Code::kS211);
+
+  // The block image was never modified.
+  auto again = microvm::Sha256File(*rootfs_);
+  ASSERT_TRUE(again.ok());
+  auto mounts = Exec(c, {"cat", "/proc/mounts"});
+  EXPECT_NE(mounts.out.find("overlay / overlay"), std::string::npos) << mounts.out;
+}
+
+TEST_F(MicrovmTest, HostProcessesFilesAndLoopbackAreUnreachable) {
+  ASSERT_TRUE(HaveShared());
+  proto::Client& c = *Shared().client;
+
+  // A host file and a host loopback service.
+  std::string marker = "/tmp/skiff-microvm-host-" + RandomHex(4);
+  std::ofstream(marker) << "host secret";
+  int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(ls, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+
+  auto f = Exec(c, {"cat", marker});
+  EXPECT_NE(f.result["exit_code"], 0);
+  EXPECT_EQ(f.out.find("host secret"), std::string::npos);
+
+  auto nc = Exec(c, {"sh", "-c", "echo hi | nc -w 2 127.0.0.1 " + std::to_string(port) +
+                                     "; echo rc=$?"});
+  EXPECT_NE(nc.out.find("rc=1"), std::string::npos) << nc.out << nc.err;
+  // Nothing arrived on the host side.
+  sockaddr_in peer{};
+  socklen_t plen = sizeof peer;
+  int fl = ::fcntl(ls, F_GETFL);
+  ::fcntl(ls, F_SETFL, fl | O_NONBLOCK);
+  EXPECT_LT(::accept(ls, reinterpret_cast<sockaddr*>(&peer), &plen), 0);
+  ::close(ls);
+  ::unlink(marker.c_str());
+
+  // The guest's process table holds the guest's processes only.
+  auto ps = Exec(c, {"sh", "-c", "ls -d /proc/[0-9]* | wc -l"});
+  EXPECT_LT(std::atoi(ps.out.c_str()), 60) << ps.out;
+  std::string host_pid = "/proc/" + std::to_string(::getpid()) + "/cmdline";
+  auto own = Exec(c, {"cat", host_pid});
+  EXPECT_EQ(own.out.find("microvm_test"), std::string::npos);
+
+  // No network interface but lo.
+  auto ifs = Exec(c, {"ls", "/sys/class/net"});
+  EXPECT_EQ(Trim(ifs.out), "lo");
+}
+
+TEST_F(MicrovmTest, SigkillOfTheVmmMidExecClosesTheStreamAndLeavesNothing) {
+  auto vm = Boot();
+  ASSERT_TRUE(vm);
+  auto d = vm->inst->Describe();
+  pid_t pid = d["vmm_pid"].get<pid_t>();
+  ASSERT_GT(pid, 0);
+  std::string state;
+  {
+    DIR* dir = ::opendir((paths::RuntimeDir() + "/microvm").c_str());
+    ASSERT_NE(dir, nullptr);
+    ::closedir(dir);
+  }
+  auto s = vm->client->Open(json{{"op", "exec"}, {"argv", {"sleep", "60"}}});
+  ASSERT_TRUE(s.ok());
+  (void)(*s)->End(proto::kStdin);
+  auto meta = (*s)->Next(Clock::now() + 20s);
+  ASSERT_TRUE(meta && meta->kind == proto::Event::Kind::kMeta) << (meta ? meta->json.dump() : "");
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto ev = (*s)->Next(Clock::now() + 20s);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->kind, proto::Event::Kind::kClosed) << ev->json.dump();
+  for (int i = 0; i < 100 && vm->inst->Running(); i++) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(vm->inst->Running());
+  EXPECT_NE(vm->inst->ExitReport().find("SIGKILL"), std::string::npos) << vm->inst->ExitReport();
+  vm->client->Close();
+  vm->inst->Stop(1000ms);
+  EXPECT_FALSE(ProcessExists(pid));
+  // The state directory (console log, QEMU log, mount point) is gone.
+  std::string root = paths::RuntimeDir() + "/microvm";
+  DIR* dir = ::opendir(root.c_str());
+  ASSERT_NE(dir, nullptr);
+  int entries = 0;
+  while (dirent* e = ::readdir(dir)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    std::string owner = ReadFile(root + "/" + n + "/owner");
+    if (owner.rfind(std::to_string(::getpid()) + ":", 0) == 0) entries++;
+  }
+  ::closedir(dir);
+  // Only the shared VM (if booted) may remain.
+  EXPECT_LE(entries, vm_ ? 1 : 0);
+}
+
+TEST_F(MicrovmTest, ABrokenImageFailsTheBootWithTheConsoleTail) {
+  std::string bad = "/tmp/skiff-microvm-bad-" + RandomHex(4) + ".img";
+  std::ofstream(bad) << std::string(1 << 20, '\0');
+  SandboxPolicy p = Policy();
+  p.rootfs.block_image = bad;
+  auto t0 = Clock::now();
+  auto r = iso_->Start(p);
+  ::unlink(bad.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  EXPECT_NE(r.error().message().find("platform failure: boot: "), std::string::npos);
+  EXPECT_NE(r.error().message().find("vm init: mount"), std::string::npos) << r.error().message();
+  EXPECT_LE(r.error().message().size(), 4096u + 300u);
+  EXPECT_LT(Clock::now() - t0, 30s);
+  EXPECT_FALSE(::access((paths::RuntimeDir() + "/microvm/" + p.id).c_str(), F_OK) == 0);
+}
+
+TEST_F(MicrovmTest, RejectsWhatItCannotRun) {
+  SandboxPolicy p = Policy();
+  p.rootfs.block_image.clear();
+  auto r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  p = Policy();
+  p.network = true;
+  if (std::getenv("SKIFF_MICROVM_UNFILTERED_NET") == nullptr) {
+    r = iso_->Start(p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find("network"), std::string::npos);
+  }
+  p = Policy();
+  p.id = "../../etc";
+  r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  auto doc = iso_->Doctor();
+  EXPECT_EQ(doc["accel"], microvm::KvmUsable() ? "kvm" : "tcg");
+  EXPECT_TRUE(doc["kernel_built"].get<bool>());
+  EXPECT_TRUE(doc["qemu_found"].get<bool>());
+}
+
+}  // namespace
+}  // namespace skiff
