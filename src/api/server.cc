@@ -19,6 +19,7 @@
 #include "api/channels.h"
 #include "api/http_util.h"
 #include "api/metrics.h"
+#include "api/worker.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "functions/registry.h"
@@ -80,6 +81,8 @@ struct Server::Impl {
   net::steady_timer sweep_timer;
   std::optional<std::string> accel;  // "kvm" | "tcg" | nullopt
   std::atomic<bool> stopping{false};
+  std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
+  std::function<void()> on_rejected;   // worker registration rejected
 
   template <class F>
   void Blocking(F&& f) {
@@ -131,7 +134,9 @@ struct Server::Impl {
 
   json Health() {
     size_t n = manager.List().size();
-    json h = {{"status", stopping ? "stopping" : "ok"},
+    std::string status = stopping ? "stopping" : "ok";
+    if (!stopping && worker && !worker->connected()) status = "engine_disconnected";
+    json h = {{"status", status},
               {"version", Version()},
               {"mode", config.engine_url ? "worker" : "server"},
               {"isolation", manager.default_isolation()},
@@ -571,7 +576,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   void ReadHeader() {
     hp_.emplace();
     hp_->header_limit(64 * 1024);
-    hp_->body_limit(boost::none);  // each route sets its own limit
+    hp_->body_limit(std::numeric_limits<std::uint64_t>::max());  // each route sets its own limit
     stream_.expires_after(kHeaderDeadline);
     auto self = this->shared_from_this();
     http::async_read_header(stream_, buf_, *hp_, [self](beast::error_code ec, size_t) {
@@ -696,6 +701,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
 
   void Close() {
     beast::error_code ec;
+    if (no_drain_) {
+      if (up_reading_) {
+        // Finish when the pending read returns.
+        close_after_read_ = true;
+        no_drain_ = false;
+        stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
+        return;
+      }
+      stream_.socket().close(ec);
+      return;
+    }
     stream_.socket().shutdown(Protocol::socket::shutdown_send, ec);
     // Drain what the client still sends for a moment so the kernel does not
     // answer it with a reset that would destroy our response in flight.
@@ -836,6 +852,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     if (!t.ok()) return SendError(t.error());
     auto ch = std::make_shared<Channel>(16);
     auto failure = std::make_shared<std::optional<Error>>();
+    dl_header_sent_ = false;
+    dl_sr_.reset();
+    dl_res_.reset();
     auto self = this->shared_from_this();
     std::string sid = t->first, path = t->second;
     dl_ch_ = ch;
@@ -962,35 +981,40 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     }
     auto ch = std::make_shared<Channel>(16);
     up_ch_ = ch;
+    up_result_.reset();
+    up_done_ = false;
+    up_answered_ = false;
     std::string sid = t->first, path = t->second;
     auto self = this->shared_from_this();
-    srv_.Blocking([self, ch, sid, path, mode, parents]() {
-      struct Guard {
-        std::shared_ptr<Channel> ch;
-        ~Guard() { ch->ReaderGone(); }
-      } guard{ch};
-      ByteSource src = [ch]() -> Result<std::string> {
-        while (true) {
-          auto r = ch->PopBlocking(kPutStall);
-          if (!r.ok()) {
-            Error e = std::move(r).error();
-            return Error(Code::kS218, e.message());
+    // The call starts only after any 100-continue went out, so the early
+    // error answer of a failing call never overlaps another write.
+    MaybeContinue([self, ch, sid, path, mode, parents]() {
+      self->srv_.Blocking([self, ch, sid, path, mode, parents]() {
+        struct Guard {
+          std::shared_ptr<Channel> ch;
+          ~Guard() { ch->ReaderGone(); }
+        } guard{ch};
+        ByteSource src = [ch]() -> Result<std::string> {
+          while (true) {
+            auto r = ch->PopBlocking(kPutStall);
+            if (!r.ok()) {
+              Error e = std::move(r).error();
+              return Error(Code::kS218, e.message());
+            }
+            if (!r->has_value()) return std::string();
+            if ((*r)->data.empty()) continue;
+            return std::move((*r)->data);
           }
-          if (!r->has_value()) return std::string();
-          if ((*r)->data.empty()) continue;
-          return std::move((*r)->data);
-        }
-      };
-      auto res = self->srv_.manager.FsWrite(sid, path, mode, parents, src);
-      ch->ReaderGone();
-      net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
-        self->up_result_.emplace(std::move(res));
-        self->MaybeFinishPut();
+        };
+        auto res = self->srv_.manager.FsWrite(sid, path, mode, parents, src);
+        ch->ReaderGone();
+        net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+          self->up_result_.emplace(std::move(res));
+          self->MaybeFinishPut();
+        });
       });
-    });
-    MaybeContinue([self]() {
       self->up_parser_.emplace(std::move(*self->hp_));
-      self->up_parser_->body_limit(boost::none);
+      self->up_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
       self->up_buf_.resize(kChannelChunk);
       self->ReadUpload();
     });
@@ -1008,8 +1032,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     p.get().body().size = up_buf_.size();
     stream_.expires_after(kPutStall);
     auto self = this->shared_from_this();
+    up_reading_ = true;
     http::async_read_some(stream_, buf_, p, [self](beast::error_code ec, size_t) {
+      self->up_reading_ = false;
       self->stream_.expires_never();
+      if (self->up_answered_) {
+        // Answered early; the connection is being torn down.
+        if (self->close_after_read_) self->Close();
+        return;
+      }
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         self->up_done_ = true;
@@ -1057,8 +1088,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     }
     up_answered_ = true;
     auto res = std::move(*up_result_);
-    up_parser_.reset();
-    up_ch_.reset();
+    up_result_.reset();
+    if (up_reading_) {
+      // A body read is still pending: answer, then close once it returns
+      // (never two reads at once on the stream).
+      no_drain_ = true;
+    }
     if (res.ok()) return SendJson(http::status::ok, *res);
     SendError(res.error());
   }
@@ -1119,6 +1154,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   std::optional<Result<json>> up_result_;
   bool up_done_ = false;
   bool up_answered_ = false;
+  bool up_reading_ = false;
+  bool no_drain_ = false;
+  bool close_after_read_ = false;
 };
 
 template <class Acceptor, class Protocol>
@@ -1202,6 +1240,22 @@ void Server::Run() {
   if (s.tcp_acceptor) AcceptLoop<tcp::acceptor, tcp>(s, *s.tcp_acceptor);
   if (s.unix_acceptor) AcceptLoop<unix_sock::acceptor, unix_sock>(s, *s.unix_acceptor);
   s.ScheduleSweep();
+  if (s.config.engine_url) {
+    WorkerHooks hooks;
+    hooks.call = [&s](const std::string& id, const json& payload) {
+      // Channel references live on the engine in worker mode; skiffd does
+      // not broker them itself (fs::read answers without `content`
+      // streaming, streamed fs::write is refused).
+      return s.Call(id, payload, nullptr);
+    };
+    hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
+    hooks.run_blocking = [&s](std::function<void()> f) { net::post(s.pool, std::move(f)); };
+    hooks.rejected = [&s]() {
+      if (s.on_rejected) s.on_rejected();
+    };
+    s.worker = std::make_unique<WorkerLink>(s.ioc, *s.config.engine_url, std::move(hooks));
+    s.worker->Start();
+  }
   s.ioc.run();
 }
 
@@ -1219,8 +1273,11 @@ void Server::StopAccepting() {
   });
 }
 
+void Server::OnRegistrationRejected(std::function<void()> f) { impl_->on_rejected = std::move(f); }
+
 void Server::Stop() {
   StopAccepting();
+  if (impl_->worker) impl_->worker->Stop();
   impl_->ioc.stop();
 }
 
@@ -1266,11 +1323,18 @@ int RunDaemon(Config config) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  // Worker mode: a rejected registration ends the daemon with status 3.
+  server.OnRegistrationRejected([]() { OnSignal(0); });
   std::thread loop([&server]() { server.Run(); });
   unsigned char sig = 0;
   while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
   }
-  SKIFF_LOG(Info) << "signal " << static_cast<int>(sig) << ": stopping every sandbox";
+  int status = sig == 0 ? 3 : 0;
+  if (sig == 0) {
+    SKIFF_LOG(Error) << "worker registration rejected: stopping every sandbox, exit 3";
+  } else {
+    SKIFF_LOG(Info) << "signal " << static_cast<int>(sig) << ": stopping every sandbox";
+  }
   server.StopAccepting();
   manager.Shutdown();
   server.Stop();
@@ -1278,7 +1342,7 @@ int RunDaemon(Config config) {
   SKIFF_LOG(Info) << "stopped";
   std::fflush(nullptr);
   // Every sandbox is gone; skip destructors of pool work still unwinding.
-  ::_exit(0);
+  ::_exit(status);
 }
 
 }  // namespace skiff::api

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ class Server {
   void Stop();
   // Stops accepting new connections only.
   void StopAccepting();
+  // Worker mode: called (on the event loop) when the engine rejects our
+  // registration (spec §8.5 step 7).
+  void OnRegistrationRejected(std::function<void()> f);
 
   struct Impl;
 

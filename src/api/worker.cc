@@ -1,0 +1,286 @@
+#include "api/worker.h"
+
+#include <unistd.h>
+#include <sys/utsname.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include <deque>
+
+#include "api/http_util.h"
+#include "base/log.h"
+#include "base/text.h"
+
+#ifndef SKIFF_VERSION
+#define SKIFF_VERSION "0.0.0"
+#endif
+
+namespace skiff::api {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+
+bool ParseWsUrl(const std::string& url, WsUrl* out) {
+  std::string rest;
+  if (url.rfind("ws://", 0) == 0) rest = url.substr(5);
+  else return false;  // wss:// needs TLS, which skiffd does not link
+  auto slash = rest.find('/');
+  std::string hostport = rest.substr(0, slash);
+  out->path = slash == std::string::npos ? "/" : rest.substr(slash);
+  auto colon = hostport.rfind(':');
+  if (colon == std::string::npos || hostport.back() == ']') {
+    out->host = hostport;
+    out->port = "80";
+  } else {
+    out->host = hostport.substr(0, colon);
+    out->port = hostport.substr(colon + 1);
+  }
+  if (!out->host.empty() && out->host.front() == '[' && out->host.back() == ']') {
+    out->host = out->host.substr(1, out->host.size() - 2);
+  }
+  return !out->host.empty() && !out->port.empty();
+}
+
+struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
+  State(net::io_context& i, std::string u, WorkerHooks h)
+      : ioc(i), url(std::move(u)), hooks(std::move(h)), resolver(i), retry(i), ping(i) {}
+
+  net::io_context& ioc;
+  std::string url;
+  WorkerHooks hooks;
+  tcp::resolver resolver;
+  net::steady_timer retry, ping;
+  std::unique_ptr<websocket::stream<beast::tcp_stream>> ws;
+  beast::flat_buffer in;
+  std::deque<std::string> out;
+  bool writing = false;
+  std::atomic<bool> up{false};
+  bool stopped = false;
+  uint64_t generation = 0;  // bumps on every (re)connect; stale callbacks check it
+  std::string worker_id, reattach_token;
+  std::chrono::steady_clock::time_point last_rx;
+
+  void Connect() {
+    if (stopped) return;
+    WsUrl u;
+    if (!ParseWsUrl(url, &u)) {
+      SKIFF_LOG(Error) << "worker: bad engine_url " << url;
+      return;
+    }
+    auto self = shared_from_this();
+    uint64_t gen = ++generation;
+    resolver.async_resolve(u.host, u.port, [self, u, gen](beast::error_code ec,
+                                                         tcp::resolver::results_type res) {
+      if (gen != self->generation) return;
+      if (ec) return self->Retry("resolve: " + ec.message());
+      self->ws = std::make_unique<websocket::stream<beast::tcp_stream>>(self->ioc);
+      beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(10));
+      beast::get_lowest_layer(*self->ws).async_connect(
+          res, [self, u, gen](beast::error_code ec, const tcp::endpoint&) {
+            if (gen != self->generation) return;
+            if (ec) return self->Retry("connect: " + ec.message());
+            beast::get_lowest_layer(*self->ws).expires_never();
+            auto opt = websocket::stream_base::timeout::suggested(beast::role_type::client);
+            opt.handshake_timeout = std::chrono::seconds(10);
+            self->ws->set_option(opt);
+            self->ws->read_message_max(kMaxPayloadBytes);
+            self->ws->async_handshake(u.host + ":" + u.port, u.path, [self, gen](beast::error_code ec) {
+              if (gen != self->generation) return;
+              if (ec) return self->Retry("handshake: " + ec.message());
+              self->last_rx = std::chrono::steady_clock::now();
+              self->Read(gen);
+              self->SchedulePing(gen);
+            });
+          });
+    });
+  }
+
+  void Retry(const std::string& why) {
+    if (stopped) return;
+    if (up) SKIFF_LOG(Warn) << "worker: lost the engine: " << why;
+    else SKIFF_LOG(Info) << "worker: engine not reachable (" << why << "); retrying in 2 s";
+    up = false;
+    ++generation;
+    out.clear();
+    writing = false;
+    if (ws) {
+      beast::error_code ec;
+      beast::get_lowest_layer(*ws).socket().close(ec);
+    }
+    auto self = shared_from_this();
+    retry.expires_after(std::chrono::seconds(2));
+    retry.async_wait([self](beast::error_code ec) {
+      if (!ec) self->Connect();
+    });
+  }
+
+  void SchedulePing(uint64_t gen) {
+    auto self = shared_from_this();
+    ping.expires_after(std::chrono::seconds(20));
+    ping.async_wait([self, gen](beast::error_code ec) {
+      if (ec || gen != self->generation || self->stopped) return;
+      if (std::chrono::steady_clock::now() - self->last_rx > std::chrono::seconds(60)) {
+        return self->Retry("no traffic for 60 s");
+      }
+      self->ws->async_ping({}, [](beast::error_code) {});
+      self->SchedulePing(gen);
+    });
+  }
+
+  void Send(std::string s) {
+    if (!ws) return;
+    out.push_back(std::move(s));
+    if (!writing) WriteNext(generation);
+  }
+  void WriteNext(uint64_t gen) {
+    if (out.empty() || gen != generation) {
+      writing = false;
+      return;
+    }
+    writing = true;
+    ws->text(true);
+    auto self = shared_from_this();
+    ws->async_write(net::buffer(out.front()), [self, gen](beast::error_code ec, size_t) {
+      if (gen != self->generation) return;
+      if (!self->out.empty()) self->out.pop_front();
+      if (ec) return self->Retry("write: " + ec.message());
+      self->WriteNext(gen);
+    });
+  }
+
+  void Read(uint64_t gen) {
+    auto self = shared_from_this();
+    ws->control_callback([self](websocket::frame_type, beast::string_view) {
+      self->last_rx = std::chrono::steady_clock::now();
+    });
+    ws->async_read(in, [self, gen](beast::error_code ec, size_t) {
+      if (gen != self->generation) return;
+      if (ec) return self->Retry("read: " + ec.message());
+      self->last_rx = std::chrono::steady_clock::now();
+      std::string msg = beast::buffers_to_string(self->in.data());
+      self->in.consume(self->in.size());
+      self->Handle(msg);
+      self->Read(gen);
+    });
+  }
+
+  void Register() {
+    struct utsname u;
+    std::string os = "linux";
+    if (::uname(&u) == 0) os = std::string(u.sysname) + " " + u.machine;
+    Send(Dump({{"type", "invokefunction"},
+               {"invocation_id", nullptr},
+               {"function_id", "engine::workers::register"},
+               {"data",
+                {{"runtime", "cpp"},
+                 {"version", SKIFF_VERSION},
+                 {"name", "iii-sandbox"},
+                 {"description", "skiff: sandboxes for untrusted code"},
+                 {"os", os},
+                 {"pid", ::getpid()}}},
+               {"action", {{"type", "void"}}}}));
+    for (const auto& f : Functions()) {
+      if (f.internal) continue;
+      Send(Dump({{"type", "registerfunction"},
+                 {"id", f.id},
+                 {"description", f.description},
+                 {"request_format", f.request_schema},
+                 {"response_format", f.response_schema}}));
+    }
+  }
+
+  void Handle(const std::string& msg) {
+    auto parsed = ParsePayload(msg);
+    if (!parsed.ok() || !parsed->is_object()) {
+      SKIFF_LOG(Warn) << "worker: ignoring a frame that is not a JSON object";
+      return;
+    }
+    json& m = *parsed;
+    std::string type = m.value("type", json("")).is_string() ? m.value("type", std::string()) : "";
+    if (type == "workerregistered") {
+      std::string old_id = worker_id, old_token = reattach_token;
+      worker_id = m.value("worker_id", std::string());
+      reattach_token = m.value("reattach_token", std::string());
+      if (!old_id.empty()) {
+        Send(Dump({{"type", "reattach"},
+                   {"previous_worker_id", old_id},
+                   {"reattach_token", old_token}}));
+      }
+      up = false;
+      Register();
+      up = true;
+      SKIFF_LOG(Info) << "worker: registered with the engine as " << worker_id;
+    } else if (type == "invokefunction") {
+      Invoke(m);
+    } else if (type == "registrationrejected") {
+      SKIFF_LOG(Error) << "worker: registration rejected (" << m.value("code", json("")).dump()
+                       << "): function " << m.value("function_id", json("")).dump()
+                       << " is owned by worker " << m.value("owner_worker_id", json("")).dump();
+      if (hooks.rejected) hooks.rejected();
+    } else if (type == "ping") {
+      Send(R"({"type":"pong"})");
+    }
+    // invocationresult, pong and everything else: nothing to do.
+  }
+
+  void Invoke(json& m) {
+    if (!m.contains("function_id") || !m["function_id"].is_string()) return;
+    std::string fid = m["function_id"];
+    json inv_id = m.contains("invocation_id") ? m["invocation_id"] : json(nullptr);
+    bool reply = !inv_id.is_null();
+    json data = m.contains("data") ? std::move(m["data"]) : json::object();
+    auto self = shared_from_this();
+    uint64_t gen = generation;
+    hooks.run_blocking([self, fid, inv_id, reply, gen, data = std::move(data)]() {
+      Invocation inv = self->hooks.call(fid, data);
+      if (!reply) return;
+      json outm = {{"type", "invocationresult"}, {"invocation_id", inv_id}, {"function_id", fid}};
+      if (inv.result) {
+        outm["result"] = std::move(*inv.result);
+      } else if (inv.error) {
+        outm["error"] = {{"code", "invocation_failed"},
+                         {"message", "handler error: " + Dump(self->hooks.error_body(*inv.error))}};
+      } else if (inv.engine_error) {
+        outm["error"] = std::move(*inv.engine_error);
+      } else {
+        outm["result"] = nullptr;
+      }
+      net::post(self->ioc, [self, gen, s = Dump(outm)]() mutable {
+        if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
+      });
+    });
+  }
+};
+
+WorkerLink::WorkerLink(net::io_context& ioc, std::string engine_url, WorkerHooks hooks)
+    : s_(std::make_shared<State>(ioc, std::move(engine_url), std::move(hooks))) {}
+
+WorkerLink::~WorkerLink() { Stop(); }
+
+void WorkerLink::Start() {
+  auto s = s_;
+  net::post(s->ioc, [s]() { s->Connect(); });
+}
+
+void WorkerLink::Stop() {
+  auto s = s_;
+  net::post(s->ioc, [s]() {
+    s->stopped = true;
+    ++s->generation;
+    s->retry.cancel();
+    s->ping.cancel();
+    if (s->ws) {
+      beast::error_code ec;
+      beast::get_lowest_layer(*s->ws).socket().close(ec);
+    }
+  });
+}
+
+bool WorkerLink::connected() const { return s_->up; }
+
+}  // namespace skiff::api

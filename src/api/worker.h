@@ -1,0 +1,51 @@
+// Worker mode (spec §8.5): skiffd connects out to an iii engine as the
+// worker `iii-sandbox`, registers the 16 sandbox functions with their
+// schemas and serves the engine's invocations. Reconnects every 2 s after a
+// loss, and after 60 s of silence; pings every 20 s.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "functions/registry.h"
+
+namespace skiff::api {
+
+struct WorkerHooks {
+  // Runs a function (called on a pool thread).
+  std::function<Invocation(const std::string& id, const nlohmann::json& payload)> call;
+  std::function<nlohmann::json(const Error&)> error_body;
+  // Runs blocking work off the event loop.
+  std::function<void(std::function<void()>)> run_blocking;
+  // Called on registrationrejected: the daemon exits with status 3.
+  std::function<void()> rejected;
+};
+
+class WorkerLink {
+ public:
+  WorkerLink(boost::asio::io_context& ioc, std::string engine_url, WorkerHooks hooks);
+  ~WorkerLink();
+  // Starts connecting (on the event loop).
+  void Start();
+  void Stop();
+  bool connected() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> s_;
+};
+
+// Splits ws://host:port/path; nullopt-like empty host on failure.
+struct WsUrl {
+  std::string host, port, path;
+};
+bool ParseWsUrl(const std::string& url, WsUrl* out);
+
+}  // namespace skiff::api
