@@ -99,7 +99,8 @@ TEST_F(DaemonTest, FunctionListAndSchemas) {
   auto r = d().Get("/v1/functions");
   ASSERT_EQ(r.status, 200) << r.body;
   std::vector<std::string> ids;
-  for (const auto& f : r.Json()["functions"]) {
+  json listed = r.Json();
+  for (const auto& f : listed["functions"]) {
     ids.push_back(f["function_id"]);
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
     EXPECT_EQ(f["namespace"], "default");
