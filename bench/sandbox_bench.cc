@@ -84,6 +84,55 @@ int main(int argc, char** argv) {
     rtt.push_back(us);
     bare.push_back(ForkExecTrueUs());
   }
+  // fs throughput: 1000 x 1 KiB files and one 256 MiB file, written and
+  // read back through the agent, against cp of the same data on the host.
+  auto once = [](std::shared_ptr<std::string> body) {
+    auto done = std::make_shared<bool>(false);
+    return skiff::ByteSource([done, body]() -> skiff::Result<std::string> {
+      if (*done) return std::string();
+      *done = true;
+      return *body;
+    });
+  };
+  auto chunked = [](uint64_t total) {
+    auto left = std::make_shared<uint64_t>(total);
+    auto chunk = std::make_shared<std::string>(1 << 20, 'z');
+    return skiff::ByteSource([left, chunk]() -> skiff::Result<std::string> {
+      uint64_t n = std::min<uint64_t>(*left, chunk->size());
+      *left -= n;
+      return chunk->substr(0, n);
+    });
+  };
+  auto small = std::make_shared<std::string>(1024, 'k');
+  auto t_sw = Clock::now();
+  for (int i = 0; i < 1000; ++i)
+    if (!m.FsWrite(sb->sandbox_id, "/tmp/s/" + std::to_string(i), 0644, true, once(small)).ok()) return 1;
+  double small_write_s = std::chrono::duration<double>(Clock::now() - t_sw).count();
+  auto t_sr = Clock::now();
+  for (int i = 0; i < 1000; ++i)
+    if (!m.FsRead(sb->sandbox_id, "/tmp/s/" + std::to_string(i), nullptr, [](std::string_view) { return true; }).ok())
+      return 1;
+  double small_read_s = std::chrono::duration<double>(Clock::now() - t_sr).count();
+  constexpr uint64_t kBig = 256ull << 20;
+  auto t_bw = Clock::now();
+  if (!m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig)).ok()) return 1;
+  double big_write_s = std::chrono::duration<double>(Clock::now() - t_bw).count();
+  uint64_t got = 0;
+  auto t_br = Clock::now();
+  if (!m.FsRead(sb->sandbox_id, "/tmp/big", nullptr, [&](std::string_view b) { got += b.size(); return true; }).ok() ||
+      got != kBig)
+    return 1;
+  double big_read_s = std::chrono::duration<double>(Clock::now() - t_br).count();
+  // Host cp of the same sizes, tmpfs to tmpfs (/dev/shm), as the reference.
+  auto t_cp = Clock::now();
+  int rc = system("head -c 268435456 /dev/zero > /dev/shm/skiff-bench-src && "
+                  "cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst");
+  double cp_big_s = std::chrono::duration<double>(Clock::now() - t_cp).count();
+  t_cp = Clock::now();
+  rc |= system("cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst2");
+  cp_big_s = std::min(cp_big_s, std::chrono::duration<double>(Clock::now() - t_cp).count());
+  (void)!system("rm -f /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst /dev/shm/skiff-bench-dst2");
+  (void)rc;
   (void)m.Stop(sb->sandbox_id, true);
 
   std::vector<double> cycle;
@@ -101,8 +150,11 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(Clock::now() - c0).count();
   printf("{\"isolation\":\"%s\",\"image\":\"%s\",\"exec_rtt_us_p50\":%.1f,\"exec_rtt_us_p99\":%.1f,"
          "\"bare_fork_exec_us_p50\":%.1f,\"create_stop_ms_p50\":%.2f,\"create_stop_ms_p99\":%.2f,"
-         "\"sandboxes_per_sec\":%.1f}\n",
+         "\"sandboxes_per_sec\":%.1f,\"fs_small_write_files_per_sec\":%.0f,"
+         "\"fs_small_read_files_per_sec\":%.0f,\"fs_big_write_mib_s\":%.0f,\"fs_big_read_mib_s\":%.0f,"
+         "\"host_cp_big_mib_s\":%.0f}\n",
          isolation.c_str(), image.c_str(), Median(rtt), Pct(rtt, 0.99), Median(bare), Median(cycle),
-         Pct(cycle, 0.99), creates / secs);
+         Pct(cycle, 0.99), creates / secs, 1000 / small_write_s, 1000 / small_read_s,
+         256 / big_write_s, 256 / big_read_s, 256 / cp_big_s);
   return 0;
 }
