@@ -48,7 +48,7 @@ constexpr uint32_t kVmmUidRange = 1000000;
 // exit on.
 constexpr const char* kBootArgs =
     "console=ttyS0 quiet panic=-1 reboot=t pci=off i8042.noaux i8042.nomux i8042.nopnp "
-    "i8042.dumbkbd tsc=reliable no_timer_check lpj=5000000 nokaslr";
+    "i8042.dumbkbd tsc=reliable no_timer_check lpj=5000000";
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -85,7 +85,20 @@ std::string ReadFileTail(const std::string& path, size_t max) {
   return out;
 }
 
-std::string ReadSmall(const std::string& path) { return ReadFileTail(path, 1 << 20); }
+// Whole small files, /proc included (whose size reads as 0).
+std::string ReadSmall(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  std::string out;
+  char buf[16384];
+  while (out.size() < (4u << 20)) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -500,6 +513,10 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
     }
   }
   if (!failure.empty()) {
+    if (Env("SKIFF_MICROVM_DEBUG") == "1") {
+      SKIFF_LOG(Warn) << "microvm: boot failed; state kept for debugging in " << state;
+      rm_state.Cancel();
+    }
     if (!proc.exited()) {
       (void)proc.Signal(SIGKILL);
       (void)proc.Wait(std::nullopt);
@@ -651,6 +668,8 @@ uint64_t HostTscKhz() {
 std::string KernelCmdline(const SandboxPolicy& policy, bool kvm) {
   std::string fstype = policy.rootfs.block_fstype.empty() ? "erofs" : policy.rootfs.block_fstype;
   std::string out = std::string(kBootArgs) + " skiff.fstype=" + fstype;
+  // SKIFF_MICROVM_DEBUG=1: the whole kernel log on the console.
+  if (Env("SKIFF_MICROVM_DEBUG") == "1") out.replace(out.find(" quiet"), 6, "");
   if (!kvm) {
     if (uint64_t khz = HostTscKhz()) out += " tsc_early_khz=" + std::to_string(khz);
   }
