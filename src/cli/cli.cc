@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "cli/client.h"
+#include "cli/image_cmd.h"
 #include "functions/registry.h"
 #include "sandbox/config.h"
 #include "sandbox/manager.h"
@@ -657,6 +658,8 @@ int Main(int argc, char** argv) {
       std::printf("%s\n", r->dump(2, ' ', false, json::error_handler_t::replace).c_str());
     }
   });
+
+  AddImageCommands(app, rc);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,132 @@
+// `skiff image …`: manage the image store directly (no daemon needed).
+#include "cli/image_cmd.h"
+
+#include <cstdio>
+
+#include "base/text.h"
+#include "images/build.h"
+#include "images/recipe.h"
+#include "images/store.h"
+#include "sandbox/config.h"
+
+namespace skiff::cli {
+namespace {
+
+using images::Store;
+
+Store StoreFor(const std::string& config_path, int* rc) {
+  if (config_path.empty()) return Store(Store::DefaultRoot());
+  auto c = LoadConfigFile(config_path);
+  if (!c.ok()) {
+    std::fprintf(stderr, "skiff: %s\n", c.error().ToString().c_str());
+    *rc = 2;
+    return Store(Store::DefaultRoot());
+  }
+  return Store::ForConfig(*c);
+}
+
+int Report(const Result<images::ImageMeta>& r, const Store& store, int64_t t0) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "skiff: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s  sha256:%s  %s  %.1f s  %.0f MiB\n", r->name.c_str(), r->digest.c_str(),
+              r->source.c_str(), (MonotonicMillis() - t0) / 1000.0,
+              images::TreeBytes(store.RootfsDir(r->digest)) / 1048576.0);
+  return 0;
+}
+
+void Progress(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+}  // namespace
+
+void AddImageCommands(CLI::App& app, int& rc) {
+  auto* image = app.add_subcommand("image", "manage images: build, import, pull, ls, inspect, rm, gc");
+  image->require_subcommand(1);
+  static std::string config_path;
+  image->add_option("--config", config_path, "daemon config (for images_dir)");
+
+  static std::vector<std::string> presets;
+  auto* build = image->add_subcommand("build", "build presets from Debian packages (cached by recipe)");
+  build->add_option("preset", presets, "python | node | base")->required();
+  build->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    for (const auto& p : presets) {
+      int64_t t0 = MonotonicMillis();
+      if (int r = Report(images::BuildPreset(store, p, Progress), store, t0)) rc = r;
+    }
+  });
+
+  static std::string name, source;
+  auto* imp = image->add_subcommand("import", "import a docker-save or OCI layout archive: NAME FILE");
+  imp->add_option("name", name)->required();
+  imp->add_option("file", source)->required();
+  imp->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    rc = Report(images::ImportArchive(store, name, source, Progress), store, MonotonicMillis());
+  });
+
+  auto* pull = image->add_subcommand("pull", "pull from a registry (distribution API v2): NAME REF");
+  pull->add_option("name", name)->required();
+  pull->add_option("ref", source)->required();
+  pull->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    rc = Report(images::Pull(store, name, source, Progress), store, MonotonicMillis());
+  });
+
+  auto* ls = image->add_subcommand("ls", "list installed images");
+  ls->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    std::printf("%-12s %-10s %-20s %s\n", "NAME", "KIND", "DIGEST", "SOURCE");
+    for (const auto& n : store.CurrentNames()) {
+      auto d = store.Current(n);
+      auto m = d ? store.Read(*d) : std::nullopt;
+      if (!m) continue;
+      std::printf("%-12s %-10s %-20s %s\n", n.c_str(), m->kind.c_str(),
+                  m->digest.substr(0, 19).c_str(), m->source.c_str());
+    }
+  });
+
+  auto* inspect = image->add_subcommand("inspect", "show an installed image's metadata: NAME");
+  inspect->add_option("name", name)->required();
+  inspect->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    auto d = store.Current(name);
+    auto m = d ? store.Read(*d) : std::nullopt;
+    if (!m) {
+      std::fprintf(stderr, "skiff: image '%s' is not installed\n", name.c_str());
+      rc = 1;
+      return;
+    }
+    nlohmann::json j = {{"name", m->name}, {"digest", "sha256:" + m->digest}, {"kind", m->kind},
+                        {"source", m->source}, {"env", m->env}, {"workdir", m->workdir},
+                        {"user", m->user}, {"rootfs", store.RootfsDir(m->digest)},
+                        {"created_at", Rfc3339Millis(m->created_ms)}, {"build_ms", m->build_ms}};
+    std::printf("%s\n", j.dump(2).c_str());
+  });
+
+  auto* rm = image->add_subcommand("rm", "forget an installed image (space is freed by gc): NAME");
+  rm->add_option("name", name)->required();
+  rm->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    auto st = store.RemoveCurrent(name);
+    if (!st.ok()) {
+      std::fprintf(stderr, "skiff: %s\n", st.error().ToString().c_str());
+      rc = 1;
+    }
+  });
+
+  auto* gc = image->add_subcommand("gc", "remove store entries no image references");
+  gc->callback([&rc] {
+    Store store = StoreFor(config_path, &rc);
+    auto r = store.Gc();
+    if (!r.ok()) {
+      std::fprintf(stderr, "skiff: %s\n", r.error().ToString().c_str());
+      rc = 1;
+      return;
+    }
+    std::printf("removed %zu entries, freed %.1f MiB\n", r->removed.size(), r->bytes_freed / 1048576.0);
+  });
+}
+
+}  // namespace skiff::cli
