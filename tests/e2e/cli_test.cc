@@ -1,0 +1,74 @@
+// The skiff CLI, embedded (no daemon): what a new user types first.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct Out {
+  std::string stdout_text;
+  int exit_code = -1;
+};
+
+// Runs the CLI through /bin/sh; stderr is folded into stdout when asked.
+Out Skiff(const std::string& args, bool with_stderr = false) {
+  std::string cmd = std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' " + args +
+                    (with_stderr ? " 2>&1" : " 2>/dev/null");
+  Out o;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.stdout_text.append(buf.data(), n);
+  int st = pclose(p);
+  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return o;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root on this host";
+  }
+};
+
+TEST_F(CliTest, RunPythonPresetPrints42) {
+  auto o = Skiff("run python --isolation jail --lang python --code 'print(6*7)'");
+  EXPECT_EQ(o.stdout_text, "42\n");
+  EXPECT_EQ(o.exit_code, 0);
+}
+
+TEST_F(CliTest, RunNodePreset) {
+  auto o = Skiff("run node --isolation jail --lang node --code 'console.log(1+1)'");
+  EXPECT_EQ(o.stdout_text, "2\n");
+  EXPECT_EQ(o.exit_code, 0);
+}
+
+TEST_F(CliTest, PresetIsTheBuiltImageNotTheHostUserland) {
+  // The python preset is a Debian rootfs built by the project: it has no
+  // skiff build tree and no compiler, unlike this host.
+  auto o = Skiff("run python --isolation jail -- sh -c 'test -e /usr/bin/g++ && echo host || echo image'");
+  EXPECT_EQ(o.stdout_text, "image\n");
+}
+
+TEST_F(CliTest, CommandExitCodeAndStreamsPassThrough) {
+  auto o = Skiff("run host --isolation jail -- sh -c 'echo out; echo err >&2; exit 7'", true);
+  EXPECT_NE(o.stdout_text.find("out\n"), std::string::npos);
+  EXPECT_NE(o.stdout_text.find("err\n"), std::string::npos);
+  EXPECT_EQ(o.exit_code, 7);
+}
+
+TEST_F(CliTest, BadInputGetsItsSCode) {
+  auto o = Skiff("run no-such-image -- true", true);
+  EXPECT_NE(o.stdout_text.find("S100"), std::string::npos) << o.stdout_text;
+  EXPECT_NE(o.exit_code, 0);
+  o = Skiff("run host --isolation jail --timeout-ms 200 -- sleep 5", true);
+  EXPECT_NE(o.stdout_text.find("S200"), std::string::npos) << o.stdout_text;
+  EXPECT_EQ(o.exit_code, 124);
+}
+
+}  // namespace
