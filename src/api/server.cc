@@ -455,7 +455,25 @@ class ChannelSession : public WsBase<Protocol> {
  public:
   ChannelSession(Server::Impl& srv, typename Base::Stream&& s, std::shared_ptr<Channel> ch,
                  bool writer)
-      : Base(srv, std::move(s)), ch_(std::move(ch)), writer_(writer) {}
+      : Base(srv, std::move(s)), ch_(std::move(ch)), writer_(writer) {
+    // One WebSocket frame per channel frame (spec §3.5: binary frames of at
+    // most 64 KiB); Beast would otherwise split them into 4 KiB fragments.
+    this->ws_.auto_fragment(false);
+    if (writer_) {
+      // End of stream is the writer's close frame (§8.4). The read that sees
+      // it completes only after Beast's server teardown, i.e. once the peer
+      // has also closed its TCP connection, which a client may not do for a
+      // long time (or until the close-handshake timeout): end the stream as
+      // soon as the close frame arrives. All earlier messages were pushed
+      // already, since a message is read only after the previous one fit.
+      this->ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+        if (kind == websocket::frame_type::close && !ended_) {
+          ended_ = true;
+          ch_->CloseWrite();
+        }
+      });
+    }
+  }
   ~ChannelSession() override {
     if (writer_) {
       if (!ended_) ch_->Abort("writer went away without closing");
@@ -482,6 +500,7 @@ class ChannelSession : public WsBase<Protocol> {
     auto self = Self();
     this->ws_.async_read(this->in_, [self](beast::error_code ec, size_t) {
       if (ec) {
+        if (self->ended_) return;  // the close frame already ended the stream
         if (ec == websocket::error::closed) {
           self->ended_ = true;
           self->ch_->CloseWrite();
