@@ -240,6 +240,27 @@ TEST_F(MicrovmTest, BootsAndRunsTheGuestKernel) {
             << " exec_rtt_min_ms=" << rtt.front() << " accel=" << d["accel"] << std::endl;
 }
 
+// Regression: with the microvm's PIT and PIC off, the guest had no working
+// tick (its local APIC timer failed verification against a PIT that never
+// fired), so a sleep never ended; and with no entropy source the CRNG was
+// never seeded, so /dev/random and getrandom() blocked forever.
+TEST_F(MicrovmTest, GuestTimersFireAndTheCrngIsSeeded) {
+  ASSERT_TRUE(HaveShared());
+  proto::Client& c = *Shared().client;
+  auto t0 = Clock::now();
+  auto s = Exec(c, {"sleep", "1"}, 10000);
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  ASSERT_TRUE(s.error.is_null()) << "sleep 1 did not finish: " << s.error.dump();
+  EXPECT_EQ(s.result["exit_code"], 0);
+  EXPECT_GE(ms, 900);
+  EXPECT_LT(ms, 8000);
+
+  auto r = Exec(c, {"sh", "-c", "head -c 16 /dev/random | wc -c"}, 10000);
+  ASSERT_TRUE(r.error.is_null()) << "reading /dev/random blocked: " << r.error.dump();
+  EXPECT_EQ(r.result["exit_code"], 0);
+  EXPECT_EQ(Trim(r.out), "16");
+}
+
 TEST_F(MicrovmTest, FilesystemIsTheImageWithAPrivateWritableLayer) {
   ASSERT_TRUE(HaveShared());
   proto::Client& c = *Shared().client;

@@ -454,7 +454,10 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   a = {plan.exec_path,
        "-name", "skiff-" + policy.id.substr(0, std::min<size_t>(8, policy.id.size())) +
                     ",process=skiff-vm",
-       "-M", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on,rtc=off,acpi=off",
+       // PIT + PIC: the guest's tick until its local APIC timer is verified
+       // against it (without them no timer ever fires: sleeps never end).
+       // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
+       "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
        "-accel", kvm ? "kvm" : "tcg",
        "-cpu", kvm ? "host" : "max",
        "-smp", std::to_string(policy.cpus),
@@ -468,7 +471,9 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
        "-device", "virtio-blk-device,drive=root",
        "-device", "virtio-serial-device,max_ports=2",
        "-chardev", "socket,id=agent,fd=3",
-       "-device", "virtserialport,chardev=agent,name=skiff.agent"};
+       "-device", "virtserialport,chardev=agent,name=skiff.agent",
+       // Seeds the guest's CRNG during boot, so getrandom() never blocks.
+       "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
   if (policy.network) {
     a.insert(a.end(), {"-netdev", "user,id=net0,ipv6=off", "-device",
                        "virtio-net-device,netdev=net0"});
