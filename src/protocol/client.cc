@@ -173,6 +173,9 @@ void Client::Close() {
     std::lock_guard<std::mutex> lk(mu_);
     if (!dead_) Fail("closed by host");
   }
+  // Tell the agent at once: on EOF it kills every process and exits, so a
+  // stop does not have to wait out the SIGTERM grace of a PID 1.
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
 }
 
