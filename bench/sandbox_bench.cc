@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   auto& m = **mgr;
   skiff::CreateSpec cs;
   cs.image = image;
+  cs.memory_mb = 2048;  // room for the 256 MiB file on the sandbox tmpfs
   auto sb = m.Create(cs);
   if (!sb.ok()) {
     fprintf(stderr, "%s\n", sb.error().ToString().c_str());
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
   auto small = std::make_shared<std::string>(1024, 'k');
   auto t_sw = Clock::now();
   for (int i = 0; i < 1000; ++i)
-    if (!m.FsWrite(sb->sandbox_id, "/tmp/s/" + std::to_string(i), 0644, true, once(small)).ok()) return 1;
+    if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/s/" + std::to_string(i), 0644, true, once(small)); !w.ok())
+      return fprintf(stderr, "fs::write: %s\n", w.error().ToString().c_str()), 1;
   double small_write_s = std::chrono::duration<double>(Clock::now() - t_sw).count();
   auto t_sr = Clock::now();
   for (int i = 0; i < 1000; ++i)
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
   double small_read_s = std::chrono::duration<double>(Clock::now() - t_sr).count();
   constexpr uint64_t kBig = 256ull << 20;
   auto t_bw = Clock::now();
-  if (!m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig)).ok()) return 1;
+  if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig)); !w.ok())
+    return fprintf(stderr, "fs::write big: %s\n", w.error().ToString().c_str()), 1;
   double big_write_s = std::chrono::duration<double>(Clock::now() - t_bw).count();
   uint64_t got = 0;
   auto t_br = Clock::now();
