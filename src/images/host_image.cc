@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "base/fs_util.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -208,25 +209,6 @@ Status Materialize(const std::string& root, const std::vector<Entry>& entries) {
   return OkStatus();
 }
 
-void RemoveAll(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) < 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    if (DIR* d = ::opendir(path.c_str())) {
-      std::vector<std::string> names;
-      while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-      }
-      ::closedir(d);
-      for (const auto& n : names) RemoveAll(path + "/" + n);
-    }
-    ::rmdir(path.c_str());
-  } else {
-    ::unlink(path.c_str());
-  }
-}
-
 Status MkdirP(const std::string& path) {
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -261,12 +243,12 @@ Result<ResolvedImage> HostImage() {
     if (::mkdir(tmp.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
     Status st = Materialize(tmp + "/root", entries);
     if (!st.ok()) {
-      RemoveAll(tmp);
+      (void)RemoveTree(tmp);
       return Platform("image", "host: " + st.error().message());
     }
     if (::rename(tmp.c_str(), dir.c_str()) < 0) {
       int err = errno;
-      RemoveAll(tmp);  // lost a race with another process: theirs is identical
+      (void)RemoveTree(tmp);  // lost a race with another process: theirs is identical
       if (err != EEXIST && err != ENOTEMPTY)
         return Error::Sys(Code::kS300, "rename", dir, err);
     }

@@ -17,7 +17,7 @@
 #include "images/install.h"
 #include "images/oci.h"
 #include "images/recipe.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::images {
 namespace {

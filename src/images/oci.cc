@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "base/unique_fd.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::images {
 namespace {

@@ -17,7 +17,7 @@
 #include "images/build.h"
 #include "images/install.h"
 #include "images/recipe.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::images {
 namespace {

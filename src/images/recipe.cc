@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "images/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::images {
 

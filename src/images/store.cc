@@ -21,7 +21,7 @@
 #include "base/paths.h"
 #include "base/pidfd.h"
 #include "base/text.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::images {
 namespace fs = std::filesystem;
@@ -334,13 +334,6 @@ Result<GcReport> Store::Gc() const {
     report.removed.push_back("tmp/" + t);
   }
   return report;
-}
-
-Status RemoveTree(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);  // never follows symlinks (it removes the link)
-  if (ec && ec.value() != ENOENT) return Error::Sys(Code::kS300, "remove_all", path, ec.value());
-  return OkStatus();
 }
 
 uint64_t TreeBytes(const std::string& path) {

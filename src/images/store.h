@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/fs_util.h"
 #include "base/unique_fd.h"
 #include "sandbox/config.h"
 
@@ -90,7 +91,6 @@ class Store {
 };
 
 // Recursively removes `path` without following symlinks. Missing is fine.
-Status RemoveTree(const std::string& path);
 // Size in bytes of a tree (st_blocks based), not following symlinks.
 uint64_t TreeBytes(const std::string& path);
 

@@ -24,7 +24,7 @@
 #include "images/build.h"
 #include "images/catalog.h"
 #include "images/oci.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 #include "images/store.h"
 
 namespace skiff::images {

@@ -28,7 +28,7 @@
 #include "base/paths.h"
 #include "base/text.h"
 #include "isolation/microvm/microvm.h"
-#include "isolation/microvm/sha256.h"
+#include "base/sha256.h"
 #include "protocol/client.h"
 
 namespace skiff {
@@ -50,7 +50,7 @@ std::string Trim(std::string s) {
 
 // A busybox root filesystem as an erofs image, cached by busybox's hash.
 std::string TestRootfs() {
-  auto digest = microvm::Sha256File("/bin/busybox");
+  auto digest = Sha256File("/bin/busybox");
   if (!digest.ok()) return "";
   std::string dir = paths::CacheDir() + "/microvm-test";
   std::string image = dir + "/busybox-" + digest->substr(0, 16) + "-v1.erofs";
@@ -296,7 +296,7 @@ TEST_F(MicrovmTest, FilesystemIsTheImageWithAPrivateWritableLayer) {
   EXPECT_EQ(missing.error().code(), Code::kS211);
 
   // The block image was never modified.
-  auto again = microvm::Sha256File(*rootfs_);
+  auto again = Sha256File(*rootfs_);
   ASSERT_TRUE(again.ok());
   auto mounts = Exec(c, {"cat", "/proc/mounts"});
   EXPECT_NE(mounts.out.find("overlay / overlay"), std::string::npos) << mounts.out;

@@ -20,7 +20,7 @@
 #include "images/catalog.h"
 #include "images/oci.h"
 #include "images/recipe.h"
-#include "images/sha256.h"
+#include "base/sha256.h"
 #include "images/store.h"
 
 namespace skiff::images {

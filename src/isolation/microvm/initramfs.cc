@@ -9,7 +9,7 @@
 
 #include "base/text.h"
 #include "base/unique_fd.h"
-#include "isolation/microvm/sha256.h"
+#include "base/sha256.h"
 
 namespace skiff::microvm {
 namespace {

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
@@ -29,6 +30,10 @@ extern char** environ;
 namespace skiff {
 namespace microvm {
 namespace {
+
+void RemoveTreeLogged(const std::string& path) {
+  if (auto st = RemoveTree(path); !st.ok()) SKIFF_LOG(Warn) << "microvm: " << st.error().message();
+}
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -115,28 +120,6 @@ Status MkdirP(const std::string& path, mode_t mode) {
       return Error::Sys(Code::kS300, "mkdir", p, errno);
   }
   return OkStatus();
-}
-
-// rm -rf without following symlinks (the tree is ours, but stay careful).
-void RemoveTree(const std::string& path) {
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    if (DIR* d = ::opendir(path.c_str())) {
-      std::vector<std::string> names;
-      while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-      }
-      ::closedir(d);
-      for (const auto& n : names) RemoveTree(path + "/" + n);
-    }
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-      SKIFF_LOG(Warn) << "microvm: rmdir(" << path << "): " << ErrnoName(errno);
-    }
-  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    SKIFF_LOG(Warn) << "microvm: unlink(" << path << "): " << ErrnoName(errno);
-  }
 }
 
 // Field 22 of /proc/<pid>/stat: start time in clock ticks since boot.
@@ -288,7 +271,7 @@ class MicrovmInstance : public Instance {
     }
     report_ = ReportLocked();
     chan_.reset();
-    RemoveTree(state_dir_);
+    RemoveTreeLogged(state_dir_);
   }
 
   bool Running() override {
@@ -398,7 +381,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   SKIFF_RETURN_IF_ERROR(MkdirP(StateRoot(), 0700));
   std::string state = StateRoot() + "/" + policy.id;
   if (::mkdir(state.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", state, errno);
-  ScopedCleanup rm_state([&] { RemoveTree(state); });
+  ScopedCleanup rm_state([&] { RemoveTreeLogged(state); });
   std::string vmroot = state + "/vmm-root";
   if (::mkdir(vmroot.c_str(), 0755) != 0) return Error::Sys(Code::kS300, "mkdir", vmroot, errno);
   std::string owner = SelfOwnerTag();
@@ -592,7 +575,7 @@ void MicrovmIsolator::CleanupOrphans() {
     ::closedir(d);
     for (const auto& s : stale) {
       SKIFF_LOG(Info) << "microvm: removing stale state " << s;
-      RemoveTree(s);
+      RemoveTreeLogged(s);
     }
   }
 }

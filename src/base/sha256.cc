@@ -1,8 +1,13 @@
-#include "images/sha256.h"
+#include "base/sha256.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/unique_fd.h"
 
 #include <cstring>
 
-namespace skiff::images {
+namespace skiff {
 namespace {
 
 constexpr uint32_t kK[64] = {
@@ -122,4 +127,20 @@ bool IsHexDigest(std::string_view s) {
   return true;
 }
 
-}  // namespace skiff::images
+Result<std::string> Sha256File(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
+  UniqueFd owner(fd);
+  Sha256 h;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "read", path, errno);
+    if (n == 0) break;
+    h.Update(buf, static_cast<size_t>(n));
+  }
+  return h.HexDigest();
+}
+
+}  // namespace skiff

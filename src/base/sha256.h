@@ -7,7 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace skiff::images {
+#include "base/error.h"
+
+namespace skiff {
 
 class Sha256 {
  public:
@@ -31,4 +33,7 @@ std::string Sha256Hex(std::string_view bytes);
 // True for exactly 64 lowercase hex characters.
 bool IsHexDigest(std::string_view s);
 
-}  // namespace skiff::images
+// The digest of a whole file, read in 64 KiB chunks.
+Result<std::string> Sha256File(const std::string& path);
+
+}  // namespace skiff
