@@ -10,8 +10,9 @@ endfunction()
 
 # skiff_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT s])
 # Labels: unit | integration | e2e, plus what the test needs: needs_root, needs_qemu, needs_kvm.
+# RUN_SERIAL: for tests that count host-wide state (processes, mounts, cgroups).
 function(skiff_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -19,7 +20,11 @@ function(skiff_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${T_NAME} PRIVATE
     SKIFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}" SKIFF_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  set(serial FALSE)
+  if(T_RUN_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${T_NAME}
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ${serial}
     DISCOVERY_TIMEOUT 60)
 endfunction()

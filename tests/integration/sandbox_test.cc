@@ -34,6 +34,13 @@ std::string Comm(int pid) {
   return s;
 }
 
+int PPid(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string l; std::getline(f, l);)
+    if (l.rfind("PPid:", 0) == 0) return std::stoi(l.substr(5));
+  return -1;
+}
+
 size_t CountLines(const std::string& path, const std::string& needle) {
   std::ifstream f(path);
   size_t n = 0;
@@ -66,8 +73,10 @@ struct Footprint {
 
 Footprint Measure() {
   Footprint f;
+  // This manager's agents are its direct children (the jail starts the
+  // sandbox init itself); agents of other test binaries do not count.
   for (int p : Pids())
-    if (Comm(p) == "skiff-agent") ++f.agents;
+    if (Comm(p) == "skiff-agent" && PPid(p) == getpid()) ++f.agents;
   f.mounts = CountLines("/proc/self/mountinfo", "");
   f.fds = CountDir("/proc/self/fd");
   f.state_dirs = CountDir(paths::RuntimeDir() + "/sandboxes");

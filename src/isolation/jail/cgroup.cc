@@ -122,8 +122,11 @@ void SandboxCgroup::Remove() {
 
 bool KillAndRemoveCgroup(const std::string& dir) {
   using namespace std::chrono_literals;
+  // A loaded host can take seconds to free a dying memory cgroup; giving up
+  // early would leak the directory, so keep trying for up to 10 s.
   auto delay = 200us;
-  for (int attempt = 0; attempt < 40; ++attempt) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
     if (errno != EBUSY) return false;
     // Still populated: kill what is listed (pidfd, so a reused pid is never
