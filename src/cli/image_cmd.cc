@@ -77,13 +77,14 @@ void AddImageCommands(CLI::App& app, int& rc) {
   auto* ls = image->add_subcommand("ls", "list installed images");
   ls->callback([&rc] {
     Store store = StoreFor(config_path, &rc);
-    std::printf("%-12s %-10s %-20s %s\n", "NAME", "KIND", "DIGEST", "SOURCE");
+    std::printf("%-12s %-10s %-20s %-6s %s\n", "NAME", "KIND", "DIGEST", "IN USE", "SOURCE");
     for (const auto& n : store.CurrentNames()) {
       auto d = store.Current(n);
       auto m = d ? store.Read(*d) : std::nullopt;
       if (!m) continue;
-      std::printf("%-12s %-10s %-20s %s\n", n.c_str(), m->kind.c_str(),
-                  m->digest.substr(0, 19).c_str(), m->source.c_str());
+      std::printf("%-12s %-10s %-20s %-6s %s\n", n.c_str(), m->kind.c_str(),
+                  m->digest.substr(0, 19).c_str(), store.InUse(m->digest) ? "yes" : "no",
+                  m->source.c_str());
     }
   });
 
@@ -105,18 +106,23 @@ void AddImageCommands(CLI::App& app, int& rc) {
     std::printf("%s\n", j.dump(2).c_str());
   });
 
-  auto* rm = image->add_subcommand("rm", "forget an installed image (space is freed by gc): NAME");
+  auto* rm = image->add_subcommand(
+      "rm", "remove an image: forget NAME and delete its files unless another name uses them; "
+            "refused while a running sandbox uses them");
   rm->add_option("name", name)->required();
   rm->callback([&rc] {
     Store store = StoreFor(config_path, &rc);
-    auto st = store.RemoveCurrent(name);
-    if (!st.ok()) {
-      std::fprintf(stderr, "skiff: %s\n", st.error().ToString().c_str());
+    auto r = store.Remove(name);
+    if (!r.ok()) {
+      std::fprintf(stderr, "skiff: %s\n", r.error().ToString().c_str());
       rc = 1;
+      return;
     }
+    std::printf("removed %s, freed %.1f MiB\n", name.c_str(), r->bytes_freed / 1048576.0);
   });
 
-  auto* gc = image->add_subcommand("gc", "remove store entries no image references");
+  auto* gc = image->add_subcommand(
+      "gc", "remove store entries no image references and no running sandbox uses");
   gc->callback([&rc] {
     Store store = StoreFor(config_path, &rc);
     auto r = store.Gc();
@@ -126,6 +132,9 @@ void AddImageCommands(CLI::App& app, int& rc) {
       return;
     }
     std::printf("removed %zu entries, freed %.1f MiB\n", r->removed.size(), r->bytes_freed / 1048576.0);
+    for (const auto& d : r->kept_in_use) {
+      std::printf("kept sha256:%s: in use by a running sandbox\n", d.substr(0, 12).c_str());
+    }
   });
 }
 

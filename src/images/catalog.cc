@@ -78,26 +78,39 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name) {
   if (name == "host") return HostImage();
 
   images::Store store = images::Store::ForConfig(config_);
-  std::optional<std::string> digest = InstalledDigest(name);
-  if (!digest) {
-    if (!config_.auto_install) {
-      return Error(Code::kS101,
-                   "image '" + name + "' is not installed on this host and auto_install is off");
+  // The entry is leased before its paths are handed out; a gc or rm that
+  // deleted it in between makes us resolve the name again.
+  std::optional<images::ImageLease> lease;
+  std::optional<std::string> digest;
+  for (int attempt = 0; !lease; ++attempt) {
+    digest = InstalledDigest(name);
+    if (!digest) {
+      if (!config_.auto_install) {
+        return Error(Code::kS101,
+                     "image '" + name + "' is not installed on this host and auto_install is off");
+      }
+      SKIFF_LOG(Info) << "image " << name << " is not installed; installing it now";
+      Result<images::ImageMeta> got = Error(Code::kS300, "");
+      if (images::IsPreset(name)) {
+        got = images::BuildPreset(store, name, progress_);
+      } else {
+        const std::string& source = config_.custom_images.at(name);
+        got = images::IsArchiveSource(source) ? images::ImportArchive(store, name, source, progress_)
+                                              : images::Pull(store, name, source, progress_);
+      }
+      if (!got.ok()) {
+        std::string detail = got.error().message();
+        return Error(Code::kS102, "auto-install failed for image '" + name + "': " + detail);
+      }
+      digest = got->digest;
     }
-    SKIFF_LOG(Info) << "image " << name << " is not installed; installing it now";
-    Result<images::ImageMeta> got = Error(Code::kS300, "");
-    if (images::IsPreset(name)) {
-      got = images::BuildPreset(store, name, progress_);
-    } else {
-      const std::string& source = config_.custom_images.at(name);
-      got = images::IsArchiveSource(source) ? images::ImportArchive(store, name, source, progress_)
-                                            : images::Pull(store, name, source, progress_);
+    auto l = store.Lease(*digest);
+    if (l.ok()) {
+      lease = std::move(l).value();
+    } else if (attempt >= 2) {
+      return Error(Code::kS102, "auto-install failed for image '" + name + "': " +
+                                    l.error().message());
     }
-    if (!got.ok()) {
-      std::string detail = got.error().message();
-      return Error(Code::kS102, "auto-install failed for image '" + name + "': " + detail);
-    }
-    digest = got->digest;
   }
   auto meta = store.Read(*digest);
   if (!meta) {
@@ -117,6 +130,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name) {
   out.env = meta->env;
   out.workdir = meta->workdir;
   out.user = meta->user;
+  out.lease = std::make_shared<const images::ImageLease>(std::move(*lease));
   return out;
 }
 

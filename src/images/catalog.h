@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,9 @@
 #include "sandbox/config.h"
 
 namespace skiff {
+namespace images {
+struct ImageLease;  // images/store.h
+}
 
 struct CatalogEntry {
   std::string name;
@@ -28,6 +32,9 @@ struct ResolvedImage {
   std::vector<std::string> env;  // image Env ("K=V"), layer 2 of spec §2.2.3
   std::string workdir;           // "" = "/"
   std::string user;              // "" = root
+  // Held for the sandbox's lifetime: gc and `skiff image rm` (in any
+  // process) leave the entry alone while it exists. Null for `host`.
+  std::shared_ptr<const images::ImageLease> lease;
 };
 
 class Catalog {

@@ -292,6 +292,46 @@ Result<std::string> Store::EnsureBlockImage(const std::string& digest,
   return out;
 }
 
+Result<UniqueFd> Store::LeaseFd(const std::string& digest, int op) const {
+  if (!IsHexDigest(digest)) return InvalidRequest("invalid digest '" + digest + "'");
+  SKIFF_RETURN_IF_ERROR(Init());
+  std::string path = root_ + "/locks/" + digest + ".lease";
+  // O_CLOEXEC: the lease belongs to this process; a crash releases it.
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  while (::flock(fd.get(), op) != 0) {
+    if ((op & LOCK_NB) && errno == EWOULDBLOCK) return UniqueFd();  // held by someone
+    if (errno != EINTR) return Error::Sys(Code::kS300, "flock", path, errno);
+  }
+  return fd;
+}
+
+Result<ImageLease> Store::Lease(const std::string& digest) const {
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd fd, LeaseFd(digest, LOCK_SH));
+  // gc and rm delete only under an exclusive lease: with ours held, a
+  // complete entry stays complete until it is released.
+  if (!Read(digest)) return Platform("sandbox", "image " + digest + " was removed while starting");
+  return ImageLease{digest, std::move(fd)};
+}
+
+bool Store::InUse(const std::string& digest) const {
+  auto fd = LeaseFd(digest, LOCK_EX | LOCK_NB);
+  return fd.ok() && !*fd;
+}
+
+Result<uint64_t> Store::DeleteEntry(const std::string& digest) const {
+  std::string dir = EntryDir(digest);
+  // Rename first so a half-removed entry is never seen as an image.
+  std::string doomed = root_ + "/tmp/gc." + digest + "." + RandomHex(4);
+  if (::rename(dir.c_str(), doomed.c_str()) != 0) {
+    if (errno == ENOENT) return uint64_t{0};
+    return Error::Sys(Code::kS300, "rename", dir, errno);
+  }
+  uint64_t bytes = TreeBytes(doomed);
+  SKIFF_RETURN_IF_ERROR(RemoveTree(doomed));
+  return bytes;
+}
+
 Result<GcReport> Store::Gc() const {
   GcReport report;
   std::set<std::string> referenced;
@@ -308,12 +348,14 @@ Result<GcReport> Store::Gc() const {
     if (!IsHexDigest(digest)) continue;
     // Holding the lock keeps a concurrent build or block-image build out.
     SKIFF_ASSIGN_OR_RETURN(UniqueFd lock, Lock(digest));
-    std::string dir = EntryDir(digest);
-    // Rename first so a half-removed entry is never seen as an image.
-    std::string doomed = root_ + "/tmp/gc." + digest + "." + RandomHex(4);
-    if (::rename(dir.c_str(), doomed.c_str()) != 0) continue;
-    report.bytes_freed += TreeBytes(doomed);
-    SKIFF_RETURN_IF_ERROR(RemoveTree(doomed));
+    // A running sandbox (of any process) holds a shared lease: keep it.
+    SKIFF_ASSIGN_OR_RETURN(UniqueFd lease, LeaseFd(digest, LOCK_EX | LOCK_NB));
+    if (!lease) {
+      report.kept_in_use.push_back(digest);
+      continue;
+    }
+    SKIFF_ASSIGN_OR_RETURN(uint64_t bytes, DeleteEntry(digest));
+    report.bytes_freed += bytes;
     report.removed.push_back(digest);
   }
   std::vector<std::string> temps;
@@ -333,6 +375,32 @@ Result<GcReport> Store::Gc() const {
     SKIFF_RETURN_IF_ERROR(RemoveTree(path));
     report.removed.push_back("tmp/" + t);
   }
+  return report;
+}
+
+Result<GcReport> Store::Remove(const std::string& name) const {
+  if (!ValidCatalogName(name)) return InvalidRequest("invalid image name '" + name + "'");
+  auto digest = Current(name);
+  if (!digest) return Error(Code::kS101, "image '" + name + "' is not installed");
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd lock, Lock(*digest));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd lease, LeaseFd(*digest, LOCK_EX | LOCK_NB));
+  if (!lease) {
+    return Platform("sandbox", "image '" + name + "' (sha256:" + digest->substr(0, 12) +
+                                   ") is in use by a running sandbox; stop the sandboxes "
+                                   "started from it, then remove it");
+  }
+  // Repointed since we looked: the name no longer means this entry.
+  if (Current(name) != digest) {
+    return Platform("sandbox", "image '" + name + "' changed while removing it; try again");
+  }
+  SKIFF_RETURN_IF_ERROR(RemoveCurrent(name));
+  GcReport report;
+  for (const auto& other : CurrentNames()) {
+    if (Current(other) == digest) return report;  // still someone's image
+  }
+  SKIFF_ASSIGN_OR_RETURN(uint64_t bytes, DeleteEntry(*digest));
+  report.bytes_freed = bytes;
+  report.removed.push_back(*digest);
   return report;
 }
 

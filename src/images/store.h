@@ -6,6 +6,8 @@
 //   <root>/current/<name> -> ../store/<digest>   one pointer per catalog name
 //   <root>/tmp/<digest>.<random>/        builds in progress (never used)
 //   <root>/locks/<digest>.lock           flock: one builder per digest
+//   <root>/locks/<digest>.lease          flock: shared by every running sandbox
+//                                        of the entry, exclusive for gc / rm
 //
 // <digest> is the SHA-256 of a preset's recipe, or of an OCI image's config
 // blob (the image id, which covers every layer through rootfs.diff_ids).
@@ -39,8 +41,17 @@ struct ImageMeta {
   uint64_t build_ms = 0;
 };
 
+// A running sandbox's hold on a store entry: a shared flock on
+// locks/<digest>.lease, released when this object (every copy) is gone or
+// the holding process dies, however it dies.
+struct ImageLease {
+  std::string digest;
+  UniqueFd fd;
+};
+
 struct GcReport {
-  std::vector<std::string> removed;  // digests and temp dirs removed
+  std::vector<std::string> removed;      // digests and temp dirs removed
+  std::vector<std::string> kept_in_use;  // unreferenced, but a sandbox runs from it
   uint64_t bytes_freed = 0;
 };
 
@@ -82,11 +93,31 @@ class Store {
   Result<std::string> EnsureBlockImage(const std::string& digest,
                                        const std::string& fstype = "erofs") const;
 
-  // Removes every store entry no current/ pointer references and every
-  // abandoned temp dir (its builder's lock is free).
+  // Takes a shared lease on a complete entry (blocks only while a gc or rm
+  // is deleting it). S300 when the entry is not complete once the lease is
+  // held (it was just deleted): the caller resolves the name again.
+  Result<ImageLease> Lease(const std::string& digest) const;
+  // Whether any process holds a lease on `digest` right now.
+  bool InUse(const std::string& digest) const;
+
+  // Removes every store entry no current/ pointer references and no running
+  // sandbox holds a lease on, and every abandoned temp dir (its builder's
+  // lock is free). Entries in use are listed in `kept_in_use`.
   Result<GcReport> Gc() const;
 
+  // `skiff image rm`: forgets current/<name> and deletes its entry when no
+  // other name points to it. Refused (S300, nothing changed) while a running
+  // sandbox holds a lease on the entry.
+  Result<GcReport> Remove(const std::string& name) const;
+
  private:
+  // Opens locks/<digest>.lease and flocks it with `op` (LOCK_SH, or
+  // LOCK_EX | LOCK_NB). With LOCK_NB, an empty fd means another holder.
+  Result<UniqueFd> LeaseFd(const std::string& digest, int op) const;
+  // Under Lock(digest) and an exclusive lease: renames the entry away and
+  // deletes it. Returns the bytes freed.
+  Result<uint64_t> DeleteEntry(const std::string& digest) const;
+
   std::string root_;
 };
 

@@ -69,6 +69,9 @@ class Sandbox {
   Env env;                       // create-time env (layer 3)
   std::vector<std::string> image_env;  // layer 2
   std::string image_workdir;
+  // Shared lease on the image's store entry, held until the sandbox is torn
+  // down so no gc or `skiff image rm` (of any process) deletes its files.
+  std::shared_ptr<const images::ImageLease> image_lease;
   int64_t created_unix_ms = 0;
   std::atomic<int64_t> last_activity_unix_ms{0};
   std::atomic<int64_t> last_activity_mono_ms{0};
@@ -103,6 +106,7 @@ class Sandbox {
     lk.unlock();
     if (client) client->Close();
     if (instance) instance->Stop(kStopGrace);
+    image_lease.reset();  // nothing runs from the image any more
     lk.lock();
     torn_down = true;
     td_cv.notify_all();
@@ -282,6 +286,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   sb->env = spec.env;
   sb->image_env = img.env;
   sb->image_workdir = img.workdir;
+  sb->image_lease = img.lease;
 
   SandboxPolicy policy;
   policy.id = sb->id;

@@ -5,7 +5,10 @@
 #include <archive_entry.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
 
+#include <mutex>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -44,7 +47,7 @@ class TempDir {
 };
 
 struct TarEntry {
-  enum Kind { kFile, kDir, kSymlink, kHardlink, kCharDev, kFifo } kind = kFile;
+  enum Kind { kFile, kDir, kSymlink, kHardlink, kCharDev, kBlockDev, kFifo } kind = kFile;
   std::string path;
   std::string data;    // file contents
   std::string target;  // symlink / hard link target
@@ -94,6 +97,11 @@ void WriteTar(const std::string& out, const std::vector<TarEntry>& entries, bool
         archive_entry_set_filetype(e, AE_IFCHR);
         archive_entry_set_rdevmajor(e, 1);
         archive_entry_set_rdevminor(e, 3);
+        break;
+      case TarEntry::kBlockDev:
+        archive_entry_set_filetype(e, AE_IFBLK);
+        archive_entry_set_rdevmajor(e, 8);
+        archive_entry_set_rdevminor(e, 0);
         break;
       case TarEntry::kFifo:
         archive_entry_set_filetype(e, AE_IFIFO);
@@ -326,6 +334,81 @@ TEST(Store, LockIsExclusive) {
   EXPECT_EQ(max_inside.load(), 1);
 }
 
+// A sandbox's lease, held by another process: gc and rm leave the entry
+// alone until the holder dies (SIGKILL: no cleanup code runs).
+TEST(Store, LeaseOfAnotherProcessKeepsTheEntryUntilItDies) {
+  TempDir dir;
+  Store store(dir.path());
+  std::string d1 = Sha256Hex("leased"), d2 = Sha256Hex("other");
+  FakeInstall(store, "app", d1);
+  FakeInstall(store, "next", d2);
+  EXPECT_FALSE(store.InUse(d1));
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(p[0]);
+    auto lease = store.Lease(d1);
+    char ok = lease.ok() ? 'y' : 'n';
+    (void)!::write(p[1], &ok, 1);
+    for (;;) ::pause();
+  }
+  ::close(p[1]);
+  char got = 0;
+  ASSERT_EQ(::read(p[0], &got, 1), 1);
+  ::close(p[0]);
+  ASSERT_EQ(got, 'y');
+  EXPECT_TRUE(store.InUse(d1));
+
+  auto rm = store.Remove("app");
+  ASSERT_FALSE(rm.ok());
+  EXPECT_EQ(rm.error().code(), Code::kS300);
+  EXPECT_NE(rm.error().message().find("in use by a running sandbox"), std::string::npos);
+  EXPECT_EQ(store.Current("app"), d1);
+  // Unreferenced now, but leased: gc keeps it and says so.
+  ASSERT_TRUE(store.SetCurrent("app", d2).ok());
+  auto gc = store.Gc();
+  ASSERT_TRUE(gc.ok()) << gc.error().message();
+  EXPECT_EQ(gc->kept_in_use, std::vector<std::string>{d1});
+  EXPECT_TRUE(gc->removed.empty());
+  EXPECT_TRUE(store.Read(d1));
+
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_FALSE(store.InUse(d1));
+  gc = store.Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->removed, std::vector<std::string>{d1});
+  EXPECT_FALSE(Exists(store.EntryDir(d1)));
+  // rm of a name whose entry another name shares keeps the files.
+  auto rm_next = store.Remove("next");
+  ASSERT_TRUE(rm_next.ok()) << rm_next.error().message();
+  EXPECT_TRUE(rm_next->removed.empty());
+  EXPECT_TRUE(store.Read(d2));
+  auto rm_app = store.Remove("app");
+  ASSERT_TRUE(rm_app.ok());
+  EXPECT_EQ(rm_app->removed, std::vector<std::string>{d2});
+  EXPECT_FALSE(Exists(store.EntryDir(d2)));
+  EXPECT_EQ(store.Remove("app").error().code(), Code::kS101);
+  EXPECT_EQ(store.Remove("../x").error().code(), Code::kS001);
+}
+
+// A lease on an entry that is gone fails instead of handing out its paths.
+TEST(Store, LeaseOfAMissingEntryFails) {
+  TempDir dir;
+  Store store(dir.path());
+  std::string d = Sha256Hex("missing");
+  EXPECT_FALSE(store.Lease(d).ok());
+  EXPECT_FALSE(store.Lease("../../etc").ok());
+  FakeInstall(store, "x", d);
+  auto l = store.Lease(d);
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(store.InUse(d));
+  l = Error(Code::kS300, "released");
+  EXPECT_FALSE(store.InUse(d));
+}
+
 // ---------- catalog ----------
 
 TEST(Catalog, OrderAllowedInstalled) {
@@ -421,6 +504,41 @@ TEST(Catalog, ResolveInstalledAndErrors) {
   auto pull = cat.Resolve("reg");
   ASSERT_FALSE(pull.ok());
   EXPECT_EQ(pull.error().code(), Code::kS102);
+}
+
+// What Resolve hands out is leased until the caller drops it.
+TEST(Catalog, ResolvedImageHoldsALease) {
+  TempDir dir;
+  Config c;
+  c.images_dir = dir.path();
+  c.allow_all_images = true;
+  c.auto_install = false;
+  Catalog cat(c);
+  Store store(dir.path());
+  std::string digest = PresetRecipe("base")->digest;
+  FakeInstall(store, "base", digest);
+  auto img = cat.Resolve("base");
+  ASSERT_TRUE(img.ok()) << img.error().message();
+  ASSERT_TRUE(img->lease);
+  EXPECT_TRUE(store.InUse(digest));
+  ASSERT_TRUE(store.RemoveCurrent("base").ok());
+  auto gc = store.Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->kept_in_use, std::vector<std::string>{digest});
+  EXPECT_TRUE(Exists(img->rootfs.layers[0].lower[0] + "/bin/marker"));
+  img = Error(Code::kS300, "dropped");
+  gc = store.Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->removed, std::vector<std::string>{digest});
+  // The preset is gone: not installed, auto_install off.
+  auto again = cat.Resolve("base");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Code::kS101);
+  // host needs no lease.
+  auto host = cat.Resolve("host");
+  if (host.ok()) {
+    EXPECT_FALSE(host->lease);
+  }
 }
 
 // ---------- layers ----------
@@ -564,10 +682,12 @@ TEST_F(LayerTest, HardLinksOutsideAreRefused) {
 }
 
 TEST_F(LayerTest, DeviceNodesAreNotCreated) {
-  auto r = Apply({{TarEntry::kCharDev, "dev/mem2", "", "", 0666}, File("ok", "1")});
+  auto r = Apply({{TarEntry::kCharDev, "dev/mem2", "", "", 0666},
+                  {TarEntry::kBlockDev, "dev/sda2", "", "", 0666}, File("ok", "1")});
   ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(r->skipped_devices, 1u);
+  EXPECT_EQ(r->skipped_devices, 2u);
   EXPECT_FALSE(Exists(root_ + "/dev/mem2"));
+  EXPECT_FALSE(Exists(root_ + "/dev/sda2"));
   EXPECT_EQ(Slurp(root_ + "/ok"), "1");
 }
 
@@ -771,6 +891,92 @@ TEST(Import, ConcurrentImportsOfOneImageBuildOnce) {
   }
   EXPECT_EQ(entries, 1u);
   EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
+}
+
+// Concurrent first uses through the catalog (auto-install) build once: one
+// caller applies the layers, the others wait on the lock and reuse it.
+TEST(Import, ConcurrentFirstResolvesBuildOnce) {
+  TempDir dir;
+  BuiltImage img = MakeImage(dir);
+  std::string tar = DockerSave(dir, img, dir / "app.tar");
+  std::mutex mu;
+  int layer_lines = 0;
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  std::vector<std::string> roots(6);
+  for (int i = 0; i < 6; ++i) {
+    ts.emplace_back([&, i] {
+      Config c;
+      c.images_dir = dir / "store";
+      c.allow_all_images = true;
+      c.custom_images = {{"app", tar}};
+      Catalog cat(c);
+      cat.SetProgress([&](const std::string& l) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (l.starts_with("layer 1/")) ++layer_lines;
+      });
+      auto r = cat.Resolve("app");
+      if (r.ok()) {
+        ++ok;
+        roots[static_cast<size_t>(i)] = r->rootfs.layers[0].lower[0];
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_EQ(layer_lines, 1) << "layers were applied more than once";
+  for (const auto& r : roots) EXPECT_EQ(r, roots[0]);
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir / "store/store")) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
+}
+
+// A build interrupted half-way (an entry without image.json, a temp dir)
+// is never used: with auto_install off the image is not installed, with it
+// on the image is built afresh over the leftover.
+TEST(Catalog, HalfBuiltImageIsNeverUsed) {
+  TempDir dir;
+  Store store(dir / "store");
+  ASSERT_TRUE(store.Init().ok());
+  std::string digest = PresetRecipe("base")->digest;
+  fs::create_directories(store.RootfsDir(digest) + "/bin");
+  std::ofstream(store.RootfsDir(digest) + "/bin/half") << "x";
+  ASSERT_TRUE(store.SetCurrent("base", digest).ok());
+  auto tmp = store.MakeTemp(digest);
+  ASSERT_TRUE(tmp.ok());
+  fs::create_directories(*tmp + "/rootfs");
+  Config c;
+  c.images_dir = dir / "store";
+  c.allow_all_images = true;
+  c.auto_install = false;
+  Catalog cat(c);
+  EXPECT_FALSE(cat.Installed("base"));
+  auto r = cat.Resolve("base");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS101);
+  EXPECT_FALSE(store.Read(digest));
+
+  // Same for an archive import whose entry was left half-written.
+  BuiltImage img = MakeImage(dir);
+  std::string tar = DockerSave(dir, img, dir / "app.tar");
+  std::string app = Sha256Hex(img.config);
+  fs::create_directories(store.RootfsDir(app));
+  std::ofstream(store.RootfsDir(app) + "/half") << "x";
+  ASSERT_TRUE(store.SetCurrent("app", app).ok());
+  c.custom_images = {{"app", tar}};
+  EXPECT_FALSE(cat.Installed("app"));
+  EXPECT_EQ(cat.Resolve("app").error().code(), Code::kS101);
+  c.auto_install = true;
+  auto built = cat.Resolve("app");
+  ASSERT_TRUE(built.ok()) << built.error().message();
+  std::string rootfs = built->rootfs.layers[0].lower[0];
+  EXPECT_EQ(rootfs, store.RootfsDir(app));
+  EXPECT_FALSE(Exists(rootfs + "/half")) << "the leftover was used";
+  EXPECT_EQ(Slurp(rootfs + "/bin/tool"), "v2");
 }
 
 TEST(Import, VerificationFailuresInstallNothing) {
