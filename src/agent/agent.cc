@@ -377,6 +377,13 @@ void Loop::StartExec(uint32_t id, const json& req) {
     if (sr.cwd.empty()) sr.cwd = "/";
     if (sr.cwd.find('\0') != std::string::npos) return SendError(id, InvalidRequest("cwd: NUL byte"));
   }
+  if (req.contains("user") && !req["user"].is_null()) {
+    if (!req["user"].is_string()) return SendError(id, InvalidRequest("user: expected a string"));
+    // Resolved inside the sandbox, against the image's own passwd/group.
+    auto creds = ResolveUser(req["user"].get<std::string>());
+    if (!creds.ok()) return SendError(id, creds.error());
+    sr.creds = std::move(creds).value();
+  }
   auto timeout = ReqInt(req, "timeout_ms", -1);
   auto limit = ReqInt(req, "output_limit", static_cast<int64_t>(kDefaultOutputLimit));
   auto want_stdin = ReqBool(req, "stdin", false);

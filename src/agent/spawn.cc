@@ -18,7 +18,7 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 
 // What the child reports through the CLOEXEC pipe when it cannot exec.
 struct ChildReport {
-  int stage;  // 1 = chdir, 2 = exec, 3 = confine, 4 = setup
+  int stage;  // 1 = chdir, 2 = exec, 3 = confine, 4 = setup, 5 = credentials
   int err;
 };
 
@@ -65,6 +65,17 @@ void WriteReport(int fd, int stage, int err) {
       ::_exit(127);
     }
   }
+  // After confinement (which needs CAP_SETPCAP): switching away from uid 0
+  // clears every remaining capability.
+  if (req.creds) {
+    const Credentials& c = *req.creds;
+    if (::syscall(SYS_setgroups, c.groups.size(), c.groups.data()) < 0 ||
+        ::syscall(SYS_setresgid, c.gid, c.gid, c.gid) < 0 ||
+        ::syscall(SYS_setresuid, c.uid, c.uid, c.uid) < 0) {
+      WriteReport(report_w, 5, errno);
+      ::_exit(127);
+    }
+  }
   int saved = ENOENT;
   bool eacces = false;
   for (const char* path : candidates) {
@@ -84,7 +95,130 @@ void WriteReport(int fd, int stage, int err) {
   ::_exit(127);
 }
 
+// Reads a small text file of the agent's root (at most 4 MiB).
+std::optional<std::string> ReadEtcFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) return std::nullopt;
+  struct stat st;
+  if (::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (4u << 20)) return std::nullopt;
+  }
+  return out;
+}
+
+// Colon-separated fields of each line.
+std::vector<std::vector<std::string>> ColonRecords(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    size_t s = 0;
+    for (;;) {
+      size_t c = line.find(':', s);
+      f.push_back(line.substr(s, c == std::string::npos ? std::string::npos : c - s));
+      if (c == std::string::npos) break;
+      s = c + 1;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// A decimal id in [0, 2^32 - 2]; nullopt otherwise.
+std::optional<uint32_t> ParseId(const std::string& s) {
+  if (s.empty() || s.size() > 10) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > 0xFFFFFFFEull) return std::nullopt;
+  return static_cast<uint32_t>(v);
+}
+
 }  // namespace
+
+Result<Credentials> ResolveUser(const std::string& user, const std::string& etc_dir) {
+  if (user.empty() || user.find('\0') != std::string::npos || user.size() > 256)
+    return InvalidRequest("user: expected name, uid, name:group or uid:gid");
+  size_t colon = user.find(':');
+  std::string u = user.substr(0, colon);
+  std::string g = colon == std::string::npos ? "" : user.substr(colon + 1);
+  if (u.empty() || (colon != std::string::npos && g.empty()) || g.find(':') != std::string::npos)
+    return InvalidRequest("user: expected name, uid, name:group or uid:gid, got '" + user + "'");
+  auto passwd = ColonRecords(ReadEtcFile(etc_dir + "/passwd").value_or(""));
+  auto groups = ColonRecords(ReadEtcFile(etc_dir + "/group").value_or(""));
+  Credentials c;
+  std::string name;
+  std::optional<uint32_t> uid = ParseId(u);
+  bool found = false;
+  for (const auto& f : passwd) {
+    if (f.size() < 4) continue;
+    auto fu = ParseId(f[2]);
+    auto fg = ParseId(f[3]);
+    if (!fu || !fg) continue;
+    if ((uid && *fu == *uid) || (!uid && f[0] == u)) {
+      c.uid = *fu;
+      c.gid = *fg;
+      name = f[0];
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    if (!uid) return Platform("exec", "user '" + u + "' not found in the image's /etc/passwd");
+    c.uid = *uid;
+    c.gid = 0;
+  }
+  if (!g.empty()) {
+    std::optional<uint32_t> gid = ParseId(g);
+    bool gfound = gid.has_value();
+    if (!gid) {
+      for (const auto& f : groups) {
+        if (f.size() >= 3 && f[0] == g) {
+          if (auto fg = ParseId(f[2])) {
+            gid = *fg;
+            gfound = true;
+            break;
+          }
+        }
+      }
+    }
+    if (!gfound) return Platform("exec", "group '" + g + "' not found in the image's /etc/group");
+    c.gid = *gid;
+  }
+  c.groups.push_back(c.gid);
+  if (!name.empty()) {
+    for (const auto& f : groups) {
+      if (f.size() < 4) continue;
+      auto fg = ParseId(f[2]);
+      if (!fg || *fg == c.gid) continue;
+      size_t s = 0;
+      const std::string& members = f[3];
+      while (s <= members.size()) {
+        size_t comma = members.find(',', s);
+        if (members.substr(s, comma == std::string::npos ? std::string::npos : comma - s) == name) {
+          if (c.groups.size() < 64) c.groups.push_back(*fg);
+          break;
+        }
+        if (comma == std::string::npos) break;
+        s = comma + 1;
+      }
+    }
+  }
+  return c;
+}
 
 std::vector<std::string> ProgramCandidates(const std::string& argv0,
                                            const std::vector<std::string>& env) {
@@ -189,6 +323,10 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
       return o;
     }
     return Platform("exec", "execve(" + a0 + "): " + std::string(ErrnoName(r.err)));
+  }
+  if (r.stage == 5) {
+    return Platform("exec", "switching to uid " + std::to_string(req.creds ? req.creds->uid : 0) +
+                                " for " + a0 + ": " + std::string(ErrnoName(r.err)));
   }
   if (r.stage == 3) return Platform("exec", "confining " + a0 + ": " + std::string(ErrnoName(r.err)));
   return Platform("exec", "setting up " + a0 + ": " + std::string(ErrnoName(r.err)));

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,10 +15,18 @@
 
 namespace skiff::agent {
 
+// Who the process runs as (after confinement, before execve).
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
+
 struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "K=V", the final environment
   std::string cwd = "/";
+  std::optional<Credentials> creds;  // unset: the agent's own (root)
 };
 
 struct Spawned {
@@ -42,6 +51,13 @@ struct SpawnOutcome {
 // PATH entry (from env's PATH, or the default PATH) joined with it.
 std::vector<std::string> ProgramCandidates(const std::string& argv0,
                                            const std::vector<std::string>& env);
+
+// An OCI `User` value (`name`, `uid`, `name:group`, `uid:gid`) resolved
+// against /etc/passwd and /etc/group of the agent's root, as a container
+// runtime does: a numeric uid without a passwd entry gets gid 0; a name must
+// exist; supplementary groups are the groups that list the user. S300 for
+// an unknown name, S001 for a malformed value.
+Result<Credentials> ResolveUser(const std::string& user, const std::string& etc_dir = "/etc");
 
 // Errors: S211/S212 for a bad cwd, S300 for other spawn failures.
 Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* policy);

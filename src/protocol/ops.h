@@ -6,9 +6,9 @@
 //   info        -                                       RESULT {proto, agent, kernel, ready_ms, pid}
 //   exec        argv[], env[] ("K=V"), cwd, timeout_ms, META {"pid"} once started; DATA/END on
 //               stdin (bool: DATA on kStdin follows),   kStdout/kStderr (at most output_limit
-//               output_limit (bytes per stream)         bytes each, excess drained); RESULT
-//                                                       {exit_code, signal, stdout_truncated,
-//                                                       stderr_truncated, timed_out, cancelled,
+//               output_limit (bytes per stream),        bytes each, excess drained); RESULT
+//               user? (name|uid[:group|gid], resolved   {exit_code, signal, stdout_truncated,
+//               in the sandbox's own /etc)              stderr_truncated, timed_out, cancelled,
 //                                                       duration_ms}. Spawn ENOENT/EACCES/ENOEXEC
 //                                                       are a RESULT (127/126 + stderr text);
 //                                                       a bad cwd is ERROR S211/S212.

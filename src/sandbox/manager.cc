@@ -69,6 +69,7 @@ class Sandbox {
   Env env;                       // create-time env (layer 3)
   std::vector<std::string> image_env;  // layer 2
   std::string image_workdir;
+  std::string image_user;
   // Shared lease on the image's store entry, held until the sandbox is torn
   // down so no gc or `skiff image rm` (of any process) deletes its files.
   std::shared_ptr<const images::ImageLease> image_lease;
@@ -286,6 +287,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   sb->env = spec.env;
   sb->image_env = img.env;
   sb->image_workdir = img.workdir;
+  sb->image_user = img.user;
   sb->image_lease = img.lease;
 
   SandboxPolicy policy;
@@ -393,6 +395,11 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   nlohmann::json req = {{"op", proto::op::kExec}, {"argv", spec.argv}, {"env", env},
                         {"cwd", cwd}, {"timeout_ms", effective},
                         {"stdin", !spec.stdin_bytes.empty()}, {"output_limit", kOutputLimit}};
+  // The image's User (OCI config), resolved by the agent inside the sandbox;
+  // root needs no switch.
+  if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" &&
+      sb->image_user != "0:0")
+    req["user"] = sb->image_user;
   auto stream_or = sb->client->Open(req);
   if (!stream_or.ok()) {
     if (sb->stopping) return Error(Code::kS004, "sandbox already stopped: " + sb->id);

@@ -3,8 +3,13 @@
 #include "agent/text_util.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+
+#include "agent/spawn.h"
 
 namespace skiff::agent {
 namespace {
@@ -138,6 +143,52 @@ TEST(AgentText, PathPieces) {
   EXPECT_EQ(JoinPath("/p", "a/b"), "/p/a/b");
   EXPECT_EQ(JoinPath("/p/", "a"), "/p/a");
   EXPECT_EQ(JoinPath("/p", ""), "/p");
+}
+
+// An image's User, resolved against its own /etc/passwd and /etc/group.
+TEST(AgentUser, ResolvesNamesIdsAndGroups) {
+  char tmpl[] = "/tmp/skiff-user-test.XXXXXX";
+  std::string etc = ::mkdtemp(tmpl);
+  std::ofstream(etc + "/passwd") << "root:x:0:0:root:/root:/bin/sh\n# comment\n"
+                                    "broken:x:nope:1::/:\napp:x:1234:2345:App:/work:/bin/sh\n";
+  std::ofstream(etc + "/group") << "root:x:0:\napp:x:2345:\nextra:x:3000:root,app\n"
+                                   "more:x:3001:someone,app\nstaff:x:50:\n";
+  auto app = ResolveUser("app", etc);
+  ASSERT_TRUE(app.ok()) << app.error().message();
+  EXPECT_EQ(app->uid, 1234u);
+  EXPECT_EQ(app->gid, 2345u);
+  EXPECT_EQ(app->groups, (std::vector<gid_t>{2345, 3000, 3001}));
+  auto by_uid = ResolveUser("1234", etc);  // a known uid takes its passwd gid
+  ASSERT_TRUE(by_uid.ok());
+  EXPECT_EQ(by_uid->gid, 2345u);
+  auto unknown_uid = ResolveUser("4321", etc);  // an unknown uid gets gid 0
+  ASSERT_TRUE(unknown_uid.ok());
+  EXPECT_EQ(unknown_uid->uid, 4321u);
+  EXPECT_EQ(unknown_uid->gid, 0u);
+  EXPECT_EQ(unknown_uid->groups, (std::vector<gid_t>{0}));
+  auto with_group = ResolveUser("app:staff", etc);
+  ASSERT_TRUE(with_group.ok());
+  EXPECT_EQ(with_group->gid, 50u);
+  auto numeric = ResolveUser("7:8", etc);
+  ASSERT_TRUE(numeric.ok());
+  EXPECT_EQ(numeric->uid, 7u);
+  EXPECT_EQ(numeric->gid, 8u);
+  // Unknown names fail; malformed values are S001.
+  auto nobody = ResolveUser("nobody", etc);
+  ASSERT_FALSE(nobody.ok());
+  EXPECT_EQ(nobody.error().code(), Code::kS300);
+  EXPECT_FALSE(ResolveUser("app:nogroup", etc).ok());
+  EXPECT_FALSE(ResolveUser("broken", etc).ok());
+  for (const char* bad : {"", ":", "app:", ":1", "1:2:3", "99999999999"}) {
+    auto r = ResolveUser(bad, etc);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_EQ(ResolveUser("app:", etc).error().code(), Code::kS001);
+  // No passwd at all: numeric users still work.
+  std::filesystem::remove(etc + "/passwd");
+  EXPECT_TRUE(ResolveUser("1000", etc).ok());
+  EXPECT_FALSE(ResolveUser("app", etc).ok());
+  std::filesystem::remove_all(etc);
 }
 
 }  // namespace
