@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -42,11 +43,22 @@ void Spit(const std::string& p, const std::string& data) {
   std::ofstream(p, std::ios::binary) << data;
 }
 
-// A layer tarball with the given files.
-std::string Layer(const std::string& path, const std::vector<std::pair<std::string, std::string>>& files) {
+// A layer tarball with the given files and symlinks (name -> target).
+std::string Layer(const std::string& path, const std::vector<std::pair<std::string, std::string>>& files,
+                  const std::vector<std::pair<std::string, std::string>>& symlinks = {}) {
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
   archive_write_open_filename(a, path.c_str());
+  for (const auto& [name, target] : symlinks) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, AE_IFLNK);
+    archive_entry_set_perm(e, 0777);
+    archive_entry_set_symlink(e, target.c_str());
+    archive_entry_set_mtime(e, 1700000000, 0);
+    archive_write_header(a, e);
+    archive_entry_free(e);
+  }
   for (const auto& [name, data] : files) {
     archive_entry* e = archive_entry_new();
     archive_entry_set_pathname(e, name.c_str());
@@ -61,6 +73,32 @@ std::string Layer(const std::string& path, const std::vector<std::pair<std::stri
   archive_write_close(a);
   archive_write_free(a);
   return path;
+}
+
+// A digest of a whole tree: every path with its type, mode, owner, size,
+// link count, mtime (not for directories, whose mtime depends on the order
+// entries were created in), content hash or link target.
+std::string TreeDigest(const std::string& root) {
+  std::vector<std::string> lines;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    std::string p = it->path().string();
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return "lstat failed: " + p;
+    std::ostringstream l;
+    l << p.substr(root.size()) << " " << std::oct << st.st_mode << std::dec << " " << st.st_uid
+      << ":" << st.st_gid << " n" << st.st_nlink;
+    if (S_ISREG(st.st_mode)) {
+      l << " " << st.st_size << " t" << st.st_mtime << " " << Sha256Hex(Slurp(p));
+    } else if (S_ISLNK(st.st_mode)) {
+      l << " t" << st.st_mtime << " -> " << fs::read_symlink(p).string();
+    }
+    lines.push_back(l.str());
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return Sha256Hex(all) + " (" + std::to_string(lines.size()) + " entries)";
 }
 
 bool Which(const char* prog) {
@@ -137,8 +175,10 @@ class PullTest : public ::testing::Test {
       big[i] = static_cast<char>(x);
     }
     std::vector<std::string> layers = {
-        Layer(dir_ + "/l1.tar", {{"bin/hello", "#!/bin/sh\necho hi\n"}, {"data/big", big}}),
-        Layer(dir_ + "/l2.tar", {{"etc/release", "pulled\n"}})};
+        Layer(dir_ + "/l1.tar",
+              {{"bin/hello", "#!/bin/sh\necho hi\n"}, {"data/big", big}, {"tmp/gone", "x"}},
+              {{"bin/hi", "hello"}}),
+        Layer(dir_ + "/l2.tar", {{"etc/release", "pulled\n"}, {"tmp/.wh.gone", ""}})};
     auto blob = [&](const std::string& data) {
       std::string d = Sha256Hex(data);
       Spit(layout + "/blobs/sha256/" + d, data);
@@ -209,6 +249,15 @@ TEST_F(PullTest, PullMatchesImportAndVerifies) {
   auto imported = ImportArchive(store2, "imported", tarball);
   ASSERT_TRUE(imported.ok()) << imported.error().message();
   EXPECT_EQ(imported->digest, pulled->digest);
+  // Not just the key: the unpacked trees (in two separate stores) are the
+  // same, entry by entry, and so are their erofs block images.
+  std::string pulled_tree = TreeDigest(rootfs);
+  EXPECT_EQ(TreeDigest(store2.RootfsDir(imported->digest)), pulled_tree);
+  EXPECT_NE(pulled_tree.find("(8 entries)"), std::string::npos) << pulled_tree;
+  EXPECT_FALSE(fs::exists(rootfs + "/tmp/gone"));
+  EXPECT_EQ(fs::read_symlink(rootfs + "/bin/hi"), "hello");
+  EXPECT_EQ(Sha256Hex(Slurp(store.BlockImagePath(pulled->digest, "erofs"))),
+            Sha256Hex(Slurp(store2.BlockImagePath(imported->digest, "erofs"))));
 
   // By manifest digest.
   std::string mdigest = Slurp(dir_ + "/pushed.digest");
