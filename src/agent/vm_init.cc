@@ -176,8 +176,9 @@ void SetIfAddr(int sock, const char* ifname, unsigned long req, const char* addr
   if (::ioctl(sock, req, &ifr) != 0) Fail(SysMsg("ioctl(SIOCSIFADDR)", ifname, errno));
 }
 
-// lo up always; with skiff.net=user also eth0 on QEMU's user-mode network
-// (its fixed plan: 10.0.2.15/24, gateway 10.0.2.2, DNS 10.0.2.3).
+// lo up always; with skiff.net=user also eth0, the virtio-net NIC behind
+// the host's filtering bridge and slirp4netns (the fixed plan of
+// src/isolation/net: 10.0.2.15/24, gateway 10.0.2.2, DNS 10.0.2.3).
 void ConfigureNetwork(bool user_net) {
   int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (sock < 0) Fail(SysMsg("socket", "AF_INET", errno));
@@ -289,7 +290,7 @@ Result<int> VmInit() {
     if (SafeToken(h, 63)) ::sethostname(h.c_str(), h.size());
   }
   if (user_net) {
-    // DNS through QEMU's user-mode resolver; written into the overlay only.
+    // DNS through the gateway's resolver; written into the overlay only.
     int fd = ::open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                     0644);
     if (fd >= 0) {

@@ -40,6 +40,9 @@ struct SandboxPolicy {
   uint32_t cpus = 1;
   uint32_t memory_mb = 512;
   bool network = false;
+  // With `network`: config network.host_ports and network.allow (spec §6.3).
+  std::vector<uint16_t> net_host_ports;
+  std::vector<std::string> net_allow;
   uint32_t pids_max = 1024;
   uint64_t tmp_size_mb = 0;      // 0 = backend default (half the memory)
   std::string state_dir;         // host directory the backend may use for this sandbox

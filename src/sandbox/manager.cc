@@ -12,6 +12,7 @@
 #include "base/text.h"
 #include "isolation/jail/jail.h"
 #include "isolation/microvm/microvm.h"
+#include "isolation/net/sandbox_net.h"
 #include "protocol/ops.h"
 #include "sandbox/run_step.h"
 
@@ -215,6 +216,7 @@ nlohmann::json SandboxManager::Doctor() {
                       {"kvm", KvmUsable()},
                       {"isolation_available", available_isolations()}};
   for (auto& [k, iso] : isolators_) d[k] = iso->Doctor();
+  d["network"] = net::Doctor();
   nlohmann::json images = nlohmann::json::array();
   for (auto& e : catalog_.List())
     images.push_back({{"name", e.name}, {"installed", e.installed}, {"allowed", e.allowed}});
@@ -285,6 +287,9 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   sb->network = spec.network;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
   sb->env = spec.env;
+  // Spec §6.3 loopback rewrite: create-time env only, listed ports only.
+  if (spec.network && !config_.network.host_ports.empty())
+    for (auto& kv : sb->env) kv.second = net::RewriteLoopback(kv.second, config_.network.host_ports);
   sb->image_env = img.env;
   sb->image_workdir = img.workdir;
   sb->image_user = img.user;
@@ -297,6 +302,10 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   policy.cpus = cpus;
   policy.memory_mb = memory_mb;
   policy.network = spec.network;
+  if (spec.network) {
+    policy.net_host_ports = config_.network.host_ports;
+    policy.net_allow = config_.network.allow;
+  }
   policy.state_dir = paths::RuntimeDir() + "/sandboxes/" + sb->id;
 
   auto deadline = Clock::now() + kBootTimeout;

@@ -591,11 +591,16 @@ TEST_F(JailTest, BadPolicyIsRejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kS001);
   p.rootfs = img->rootfs;
-  p.network = true;  // not available in the jail yet: refused, never silently dropped
+  // network.allow domain entries are not enforced: refused, never silently
+  // dropped (network: true itself is covered by network_test).
+  p.network = true;
+  p.net_allow = {"example.com"};
   r = iso_->Start(p);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kS300);
+  EXPECT_NE(r.error().message().find("network.allow[0]"), std::string::npos) << r.error().message();
   p.network = false;
+  p.net_allow.clear();
   // An image with a symlink where a mount point belongs cannot redirect the
   // mount: the boot fails instead.
   {

@@ -419,11 +419,12 @@ TEST_F(MicrovmTest, RejectsWhatItCannotRun) {
   EXPECT_EQ(r.error().code(), Code::kS300);
   p = Policy();
   p.network = true;
-  if (std::getenv("SKIFF_MICROVM_UNFILTERED_NET") == nullptr) {
-    r = iso_->Start(p);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message().find("network"), std::string::npos);
-  }
+  p.net_allow = {"*.example.com"};  // domain entries are not enforced: refused
+  r = iso_->Start(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  EXPECT_NE(r.error().message().find("network.allow[0]"), std::string::npos) << r.error().message();
+  EXPECT_FALSE(::access((paths::RuntimeDir() + "/microvm/" + p.id).c_str(), F_OK) == 0);
   p = Policy();
   p.id = "../../etc";
   r = iso_->Start(p);

@@ -112,6 +112,27 @@ void LoopbackUp(const ChildPlan& p) {
   ::close(s);
 }
 
+// /etc/resolv.conf in the sandbox's writable layer, pointing at the
+// gateway's DNS. Runs after pivot_root, so an image's symlinks (at /etc or
+// /etc/resolv.conf) resolve inside the sandbox's own root; a symlink at
+// resolv.conf itself is replaced, never followed. An image without /etc gets
+// no resolv.conf.
+void WriteResolvConf(const ChildPlan& p) {
+  if (::unlink("/etc/resolv.conf") < 0 && errno != ENOENT) {
+    if (errno == ENOTDIR) return;
+    Fail(p, errno, "unlink", "/etc/resolv.conf");
+  }
+  int fd = ::open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;
+    Fail(p, errno, "open", "/etc/resolv.conf");
+  }
+  size_t len = ::strlen(p.resolv_conf);
+  if (::write(fd, p.resolv_conf, len) != static_cast<ssize_t>(len)) Fail(p, errno, "write", "/etc/resolv.conf");
+  Check(p, ::syscall(SYS_fchown, fd, p.uid_base, p.uid_base), "fchown", "/etc/resolv.conf");
+  ::close(fd);
+}
+
 void SetLimit(const ChildPlan& p, int resource, uint64_t value, const char* name) {
   struct rlimit rl;
   rl.rlim_cur = value;
@@ -129,6 +150,10 @@ int RunChild(void* arg) noexcept {
   for (int i = 0; i < p.n_cgroup_fds; ++i)
     if (::write(p.cgroup_fds[i], "0", 1) != 1) Fail(p, errno, "write", "cgroup.procs");
   Check(p, ::unshare(CLONE_NEWCGROUP), "unshare", "CLONE_NEWCGROUP");
+  // network: true: the namespace prepared by the host (created in the host's
+  // user namespace, so the sandbox's root never administers it). Joined
+  // before /sys is mounted, so sysfs shows this namespace's devices.
+  if (p.netns_fd >= 0) Check(p, ::syscall(SYS_setns, p.netns_fd, CLONE_NEWNET), "setns", "network namespace");
 
   Check(p, ::sethostname(p.hostname, ::strlen(p.hostname)), "sethostname", p.hostname);
   LoopbackUp(p);
@@ -206,6 +231,7 @@ int RunChild(void* arg) noexcept {
   Check(p, ::syscall(SYS_pivot_root, ".", "."), "pivot_root", ".");
   Check(p, ::umount2(".", MNT_DETACH), "umount2", "old root");
   Check(p, ::chdir("/"), "chdir", "/");
+  if (p.resolv_conf != nullptr) WriteResolvConf(p);
 
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) Fail(p, errno, "open", "/dev/null");

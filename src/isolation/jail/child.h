@@ -34,6 +34,8 @@ struct ChildPlan {
   int agent_fd = -1;    // O_PATH fd of the agent binary (execveat)
   struct ChildError* report = nullptr;  // parent memory (CLONE_VM): filled on failure
   int userns_fd = -1;   // the sandbox's user namespace (already mapped)
+  int netns_fd = -1;    // network: true: the host-owned network namespace to join
+  const char* resolv_conf = nullptr;  // network: true: /etc/resolv.conf content
   const int* cgroup_fds = nullptr;  // v1 cgroup.procs files to write "0" into
   int n_cgroup_fds = 0;
   const char* hostname = nullptr;

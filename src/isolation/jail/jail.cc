@@ -27,6 +27,7 @@
 #include "base/pidfd.h"
 #include "confine/confine.h"
 #include "isolation/jail/child.h"
+#include "isolation/net/sandbox_net.h"
 
 namespace skiff {
 namespace {
@@ -251,11 +252,13 @@ class JailInstance : public Instance {
   std::string state_dir_;
   nlohmann::json describe_;
   JailIsolator::Shared::Slot slot_;
+  std::unique_ptr<net::SandboxNet> net_;  // network: true
 
  private:
   void ReleaseLocked() {
     released_ = true;
     channel_.reset();
+    net_.reset();  // slirp4netns killed; the namespace goes with its last user
     cgroup_.Remove();
     if (!state_dir_.empty()) RemoveTree(state_dir_);
     if (!live_lock_path_.empty()) ::unlink(live_lock_path_.c_str());
@@ -376,11 +379,6 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
       if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
   }
   auto boot = [](const Error& e) { return Platform("boot", e.message()); };
-  // Fail closed and say so, rather than silently starting without the
-  // network the caller asked for (the user-mode network stack of spec §6.3
-  // is not wired into the jail yet).
-  if (policy.network)
-    return Platform("isolation", "jail: network access (network: true) is not available");
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
@@ -422,6 +420,15 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->cgroup_ = std::move(cg).value();
   }
   mark("cgroup");
+
+  // network: true: the host-owned namespace with slirp4netns and the egress
+  // filter (spec §6.3), joined by the child instead of a private empty one.
+  if (policy.network) {
+    auto sn = net::SandboxNet::Create({policy.net_host_ports, policy.net_allow}, net::Mode::kLocal);
+    if (!sn.ok()) return std::move(sn).error();
+    inst->net_ = std::move(sn).value();
+    mark("network");
+  }
 
   auto userns = MakeUserNamespace(base);
   if (!userns.ok()) return boot(userns.error());
@@ -490,6 +497,11 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildError report;
   plan.report = &report;
   plan.userns_fd = (*userns)->fd.get();
+  const std::string resolv = std::string("nameserver ") + net::kDns + "\n";
+  if (inst->net_) {
+    plan.netns_fd = inst->net_->netns_fd();
+    plan.resolv_conf = resolv.c_str();
+  }
   plan.cgroup_fds = cg_fds.data();
   plan.n_cgroup_fds = static_cast<int>(cg_fds.size());
   plan.hostname = policy.hostname.c_str();
@@ -515,7 +527,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   int pidfd = -1;
   int pid = ::clone(jail::RunChild, stack.top(),
                     CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                        CLONE_NEWUTS | CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
+                        CLONE_NEWUTS | (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
                     &plan, &pidfd);
   if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", errno));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
@@ -546,7 +558,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
                      {"memory_mb", policy.memory_mb},
                      {"pids_max", policy.pids_max},
                      {"cpus", policy.cpus},
-                     {"tmp_size_mb", tmp_mb}};
+                     {"tmp_size_mb", tmp_mb},
+                     {"network", policy.network}};
+  if (inst->net_) {
+    inst->describe_["net_helper_pid"] = inst->net_->helper_pid();
+    inst->describe_["netns_inode"] = inst->net_->netns_inode();
+  }
   return std::unique_ptr<Instance>(std::move(inst));
 }
 

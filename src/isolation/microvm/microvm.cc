@@ -24,6 +24,7 @@
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
 #include "isolation/microvm/vmm_launch.h"
+#include "isolation/net/sandbox_net.h"
 
 extern char** environ;
 
@@ -243,8 +244,9 @@ std::string Printable(std::string s) {
 class MicrovmInstance : public Instance {
  public:
   MicrovmInstance(std::string state_dir, Process proc, UniqueFd chan, nlohmann::json facts,
-                  uint64_t guest_bytes)
-      : state_dir_(std::move(state_dir)),
+                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net)
+      : net_(std::move(net)),
+        state_dir_(std::move(state_dir)),
         proc_(std::move(proc)),
         chan_(std::move(chan)),
         facts_(std::move(facts)),
@@ -271,6 +273,7 @@ class MicrovmInstance : public Instance {
     }
     report_ = ReportLocked();
     chan_.reset();
+    net_.reset();  // slirp4netns killed; the namespace and its taps go with it
     RemoveTreeLogged(state_dir_);
   }
 
@@ -314,6 +317,7 @@ class MicrovmInstance : public Instance {
   }
 
   std::mutex mu_;
+  std::unique_ptr<net::SandboxNet> net_;  // network: true
   std::string state_dir_;
   Process proc_;
   UniqueFd chan_;
@@ -360,10 +364,6 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   if (policy.cpus < 1 || policy.cpus > 64) return Platform("boot", "microvm: cpus out of range");
   if (policy.memory_mb < 64 || policy.memory_mb > 1024 * 1024)
     return Platform("boot", "microvm: memory_mb out of range (64 MiB minimum)");
-  if (policy.network && Env("SKIFF_MICROVM_UNFILTERED_NET") != "1")
-    return Platform("isolation",
-                    "microvm: network:true is not available with microvm isolation yet "
-                    "(its egress filter is missing); use jail isolation");
   SKIFF_RETURN_IF_ERROR(Available());
 
   bool kvm = KvmUsable();
@@ -406,6 +406,18 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
     return Error::Sys(Code::kS300, "socketpair", "agent channel", errno);
   UniqueFd host_end(sp[0]), vm_end(sp[1]);
 
+  // network: true: a host-owned namespace holding slirp4netns' tap, the
+  // guest's tap and a filtering bridge between them (spec §6.3). QEMU only
+  // gets the guest tap's descriptor and stays in its own empty namespace.
+  std::unique_ptr<net::SandboxNet> sandbox_net;
+  UniqueFd tap;
+  if (policy.network) {
+    SKIFF_ASSIGN_OR_RETURN(sandbox_net, net::SandboxNet::Create(
+                                            {policy.net_host_ports, policy.net_allow},
+                                            net::Mode::kBridge));
+    tap = sandbox_net->TakeTap();
+  }
+
   VmmPlan plan;
   plan.root = vmroot;
   std::vector<std::pair<std::string, std::string>> files = {{kernel, "/vm/kernel"},
@@ -423,12 +435,13 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
     struct stat st{};
     if (::stat("/dev/kvm", &st) == 0) plan.groups.push_back(st.st_gid);
   }
-  plan.new_netns = !policy.network;
+  plan.new_netns = true;
   plan.max_file_bytes = kMaxLogBytes;
   plan.stdin_fd = devnull.get();
   plan.stdout_fd = console.get();
   plan.stderr_fd = qlog.get();
   plan.pass_fds = {vm_end.get(), image.get()};  // fd 3, fd 4 in QEMU
+  if (tap) plan.pass_fds.push_back(tap.get());   // fd 5
   plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + policy.id};
 
   std::string append = KernelCmdline(policy, kvm);
@@ -458,13 +471,14 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
        // Seeds the guest's CRNG during boot, so getrandom() never blocks.
        "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
   if (policy.network) {
-    a.insert(a.end(), {"-netdev", "user,id=net0,ipv6=off", "-device",
+    a.insert(a.end(), {"-netdev", "tap,id=net0,fd=5,vhost=off", "-device",
                        "virtio-net-device,netdev=net0"});
   }
 
   SKIFF_ASSIGN_OR_RETURN(Process proc, LaunchVmm(plan));
   vm_end.reset();
   image.reset();
+  tap.reset();
   auto launched = Clock::now();
 
   // Ready when the agent has sent its first bytes (HELLO), which stay in the
@@ -527,13 +541,18 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
                           {"vmm_pid", proc.pid()},
                           {"vmm_uid", uid},
                           {"prepare_ms", ms(launched - t0)},
-                          {"boot_ms", ms(ready - launched)}};
+                          {"boot_ms", ms(ready - launched)},
+                          {"network", policy.network}};
+  if (sandbox_net) {
+    facts["net_helper_pid"] = sandbox_net->helper_pid();
+    facts["netns_inode"] = sandbox_net->netns_inode();
+  }
   SKIFF_LOG(Info) << "microvm " << policy.id << ": agent ready after " << ms(ready - t0)
                   << " ms (" << (kvm ? "kvm" : "tcg") << ", qemu pid " << proc.pid() << ")";
   rm_state.Cancel();
   return std::unique_ptr<Instance>(new MicrovmInstance(
       state, std::move(proc), std::move(host_end), std::move(facts),
-      uint64_t{policy.memory_mb} << 20));
+      uint64_t{policy.memory_mb} << 20, std::move(sandbox_net)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {
