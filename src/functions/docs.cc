@@ -139,6 +139,11 @@ deliberately differs from it:
    `null` means "absent" for every optional field.
 5. **Error wording** for S001 details that the contract leaves open (range checks, NUL bytes,
    command-shape errors, `isolation`, `lang`) is listed in the Conventions above and is stable.
+6. **`network.allow` domain entries are not enforced yet.** IP and CIDR entries are. A create with
+   `network: true` on a daemon whose `network.allow` holds a domain (`example.com`,
+   `*.example.com`) fails with S300 `platform failure: network: network.allow[<i>] '<entry>': …`
+   instead of running under another policy than the one configured. There is no IPv6 egress:
+   every IPv6 destination is denied. See `docs/security.md`, "Networking".
 )md";
 
 constexpr std::string_view kErrorsIntro = R"md(# skiff error reference
