@@ -43,6 +43,8 @@ constexpr uint64_t kDefaultOutputLimit = 1u << 20;
 // Above this much queued output, the agent stops producing more (pipes and
 // files are not read) until the host drains the channel.
 constexpr size_t kOutHighWater = 8u << 20;
+// Bytes read from the host channel per read(), straight into the decoder.
+constexpr size_t kReadSize = 512u * 1024;
 // At most this many requests at once.
 constexpr size_t kMaxStreams = 4096;
 // Credit is capped so a hostile or buggy host cannot overflow counters.
@@ -146,6 +148,7 @@ class Loop {
   proto::Decoder dec_;
   std::string out_;
   size_t out_off_ = 0;
+  std::unique_ptr<char[]> bulk_;  // fs.read body buffer, with a header slot
   bool hello_ = false;
   bool shutdown_ = false;
   bool channel_eof_ = false;
@@ -550,11 +553,12 @@ void Loop::FinishExec(StreamState& s) {
 }
 
 void Loop::PumpRead(StreamState& s) {
-  char buf[proto::kChunk];
+  if (!bulk_) bulk_ = std::make_unique<char[]>(proto::kHeaderSize + proto::kChunk);
+  char* body = bulk_.get() + proto::kHeaderSize;
   for (int rounds = 0; rounds < 4; ++rounds) {
     if (!OutputRoom() || s.credit[proto::kStdout] == 0) return;
-    size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, s.credit[proto::kStdout]));
-    ssize_t n = ::read(s.rfd.get(), buf, want);
+    size_t want = static_cast<size_t>(std::min<uint64_t>(proto::kChunk, s.credit[proto::kStdout]));
+    ssize_t n = ::read(s.rfd.get(), body, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       SendError(s.id, FsError(errno, "read"));
@@ -569,8 +573,17 @@ void Loop::PumpRead(StreamState& s) {
       s.final = nullptr;
       return;
     }
-    Send(s.id, Type::kData, proto::kStdout, std::string_view(buf, static_cast<size_t>(n)));
     s.credit[proto::kStdout] -= static_cast<uint64_t>(n);
+    proto::EncodeHeader(bulk_.get(), static_cast<uint32_t>(n), s.id, Type::kData, proto::kStdout);
+    size_t len = proto::kHeaderSize + static_cast<size_t>(n), sent = 0;
+    if (out_off_ == out_.size()) {
+      // Nothing queued: send straight from the read buffer, queue only
+      // what the socket did not take.
+      ssize_t w = ::send(ch_.get(), bulk_.get(), len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0 && errno == ENOTSOCK) w = ::write(ch_.get(), bulk_.get(), len);
+      if (w > 0) sent = static_cast<size_t>(w);
+    }
+    out_.append(bulk_.get() + sent, len - sent);
   }
 }
 
@@ -641,7 +654,6 @@ int Loop::Run() {
   std::vector<pollfd> pfds;
   struct Slot { uint32_t id; int out = -1, err = -1, in = -1; };
   std::vector<Slot> slots;
-  std::string rbuf(256 * 1024, '\0');
   for (;;) {
     // Finished streams leave; pending drains progress.
     for (auto it = streams_.begin(); it != streams_.end();) {
@@ -726,7 +738,7 @@ int Loop::Run() {
                sl.err >= 0 ? &pfds[sl.err] : nullptr, sl.in >= 0 ? &pfds[sl.in] : nullptr);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t n = ::read(ch_.get(), rbuf.data(), rbuf.size());
+      ssize_t n = ::read(ch_.get(), dec_.Prepare(kReadSize), kReadSize);
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
         // retry on the next round
       } else if (n <= 0) {
@@ -734,7 +746,7 @@ int Loop::Run() {
         channel_eof_ = true;
         continue;
       } else {
-        dec_.Feed(std::string_view(rbuf.data(), static_cast<size_t>(n)));
+        dec_.Commit(static_cast<size_t>(n));
         for (;;) {
           auto f = dec_.Next();
           if (!f.ok()) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -29,6 +30,40 @@ Status WriteAll(int fd, const char* p, size_t n) {
     }
     p += w;
     n -= static_cast<size_t>(w);
+  }
+  return OkStatus();
+}
+
+// Writes the header and the payload with as few syscalls as the socket
+// allows (sendmsg gathers both; partial writes continue where they stopped).
+Status WriteAllV(int fd, const char* header, std::string_view payload) {
+  iovec iov[2] = {{const_cast<char*>(header), kHeaderSize},
+                  {const_cast<char*>(payload.data()), payload.size()}};
+  int first = 0;
+  while (first < 2) {
+    msghdr m{};
+    m.msg_iov = iov + first;
+    m.msg_iovlen = static_cast<size_t>(2 - first);
+    ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = ::writev(fd, iov + first, 2 - first);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd pf{fd, POLLOUT, 0};
+        ::poll(&pf, 1, 1000);
+        continue;
+      }
+      return Error::Sys(Code::kS300, "write", "agent channel", errno);
+    }
+    auto left = static_cast<size_t>(w);
+    while (first < 2 && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      ++first;
+    }
+    if (first < 2) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
   }
   return OkStatus();
 }
@@ -107,7 +142,7 @@ Status Stream::Send(uint8_t channel, std::string_view bytes,
       n = std::min<uint64_t>({bytes.size(), kChunk, send_credit_[channel]});
       send_credit_[channel] -= n;
     }
-    SKIFF_RETURN_IF_ERROR(client_->WriteRaw(EncodeFrame(id_, Type::kData, channel, bytes.substr(0, n))));
+    SKIFF_RETURN_IF_ERROR(client_->WriteFrame(id_, Type::kData, channel, bytes.substr(0, n)));
     bytes.remove_prefix(n);
   }
   return OkStatus();
@@ -216,6 +251,17 @@ Status Client::WriteRaw(const std::string& bytes) {
   return WriteAll(fd_.get(), bytes.data(), bytes.size());
 }
 
+Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string_view payload) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
+  }
+  char header[kHeaderSize];
+  EncodeHeader(header, static_cast<uint32_t>(payload.size()), stream, type, flags);
+  std::lock_guard<std::mutex> lk(write_mu_);
+  return WriteAllV(fd_.get(), header, payload);
+}
+
 void Client::ForgetStream(uint32_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   streams_.erase(id);
@@ -260,7 +306,7 @@ Result<nlohmann::json> Client::Call(const nlohmann::json& request,
 
 void Client::ReaderLoop() {
   Decoder dec;
-  std::string buf(256 * 1024, '\0');
+  constexpr size_t kReadSize = 512 * 1024;
   std::string why;
   for (;;) {
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
@@ -268,11 +314,11 @@ void Client::ReaderLoop() {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) { why = "poll failed"; break; }
     if (p[1].revents) { why = "closed by host"; break; }
-    ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
+    ssize_t n = ::read(fd_.get(), dec.Prepare(kReadSize), kReadSize);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) { why = std::string("read: ") + std::string(ErrnoName(errno)); break; }
     if (n == 0) { why = "agent closed the channel (the sandbox died or was stopped)"; break; }
-    dec.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+    dec.Commit(static_cast<size_t>(n));
     bool fatal = false;
     for (;;) {
       auto next = dec.Next();

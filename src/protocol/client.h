@@ -96,6 +96,9 @@ class Client : public std::enable_shared_from_this<Client> {
   void ReaderLoop();
   void Fail(const std::string& why);  // mu_ held
   Status WriteRaw(const std::string& bytes);
+  // One frame written straight from `payload` (header and body gathered by
+  // one sendmsg, no copy into a frame buffer).
+  Status WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string_view payload);
   void ForgetStream(uint32_t id);
 
   UniqueFd fd_;

@@ -1,5 +1,6 @@
 #include "protocol/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace skiff::proto {
@@ -37,6 +38,14 @@ std::string_view TypeName(Type t) {
   return "UNKNOWN";
 }
 
+void EncodeHeader(char* out, uint32_t len, uint32_t stream, Type type, uint8_t flags) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xFF);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((stream >> (8 * i)) & 0xFF);
+  out[8] = static_cast<char>(type);
+  out[9] = static_cast<char>(flags);
+  out[10] = out[11] = '\0';
+}
+
 void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags,
                  std::string_view payload) {
   PutU32(out, static_cast<uint32_t>(payload.size()));
@@ -66,26 +75,38 @@ std::optional<uint32_t> DecodeCredit(std::string_view payload) {
   return GetU32(payload.data());
 }
 
-void Decoder::Feed(std::string_view bytes) {
-  if (pos_ > 0 && pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
+void Decoder::Compact() {
+  if (pos_ > 0 && pos_ == end_) {
+    end_ = pos_ = 0;
   } else if (pos_ > (1u << 20)) {
-    buf_.erase(0, pos_);
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
     pos_ = 0;
   }
-  buf_.append(bytes);
+}
+
+char* Decoder::Prepare(size_t n) {
+  Compact();
+  if (buf_.size() < end_ + n) buf_.resize(end_ + n);
+  return buf_.data() + end_;
+}
+
+void Decoder::Commit(size_t k) { end_ = std::min(buf_.size(), end_ + k); }
+
+void Decoder::Feed(std::string_view bytes) {
+  std::memcpy(Prepare(bytes.size()), bytes.data(), bytes.size());
+  Commit(bytes.size());
 }
 
 Result<std::optional<Frame>> Decoder::Next() {
-  if (buf_.size() - pos_ < kHeaderSize) return std::optional<Frame>{};
+  if (end_ - pos_ < kHeaderSize) return std::optional<Frame>{};
   const char* h = buf_.data() + pos_;
   uint32_t len = GetU32(h);
   if (len > kMaxPayload)
     return Error(Code::kS300, "protocol: frame of " + std::to_string(len) +
                                   " bytes exceeds the limit of " + std::to_string(kMaxPayload));
   if (h[10] != 0 || h[11] != 0) return Error(Code::kS300, "protocol: reserved header bits set");
-  if (buf_.size() - pos_ < kHeaderSize + len) return std::optional<Frame>{};
+  if (end_ - pos_ < kHeaderSize + len) return std::optional<Frame>{};
   Frame f;
   f.stream = GetU32(h + 4);
   f.type = static_cast<Type>(static_cast<uint8_t>(h[8]));

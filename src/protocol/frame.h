@@ -58,6 +58,8 @@ struct Frame {
 bool IsKnownType(Type t);
 std::string_view TypeName(Type t);
 
+// Writes the 12-byte header for a payload of `len` bytes to `out`.
+void EncodeHeader(char* out, uint32_t len, uint32_t stream, Type type, uint8_t flags);
 // Appends the encoded frame to `out`. payload must be <= kMaxPayload.
 void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags,
                  std::string_view payload);
@@ -73,12 +75,20 @@ std::optional<uint32_t> DecodeCredit(std::string_view payload);
 class Decoder {
  public:
   void Feed(std::string_view bytes);
+  // Zero-copy feeding: Prepare(n) returns room for up to n bytes at the end
+  // of the buffer (valid until the next call on the decoder); Commit(k)
+  // then adds the k <= n bytes written there.
+  char* Prepare(size_t n);
+  void Commit(size_t k);
   // A frame, nullopt if more bytes are needed, or an S300 error if corrupt.
   Result<std::optional<Frame>> Next();
-  size_t buffered() const { return buf_.size() - pos_; }
+  size_t buffered() const { return end_ - pos_; }
 
  private:
+  void Compact();
+
   std::string buf_;
+  size_t end_ = 0;  // bytes of buf_ holding data; the rest is Prepare() room
   size_t pos_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -43,6 +44,42 @@ TEST(Frame, ByteByByteFeedingYieldsSameFrames) {
   EXPECT_EQ(got[0].payload, R"({"op":"info"})");
   EXPECT_EQ(got[1].type, Type::kEnd);
   EXPECT_EQ(DecodeCredit(got[2].payload), 4096u);
+}
+
+TEST(Frame, HeaderEncodingMatchesAppendFrame) {
+  char h[kHeaderSize];
+  EncodeHeader(h, 3, 0x01020304, Type::kData, kStdout);
+  EXPECT_EQ(std::string(h, kHeaderSize) + "abc", EncodeFrame(0x01020304, Type::kData, kStdout, "abc"));
+}
+
+TEST(Frame, PrepareCommitFeedingAcrossCompactionsKeepsEveryByte) {
+  // Many 64 KiB frames fed through Prepare/Commit in uneven slices, so the
+  // decoder compacts its buffer while a frame is half received.
+  std::string wire;
+  for (uint32_t i = 0; i < 40; ++i)
+    wire += EncodeFrame(i, Type::kData, kStdout, std::string(kChunk, static_cast<char>('a' + i % 26)));
+  Decoder d;
+  size_t off = 0, slice = 1;
+  uint32_t next = 0;
+  while (off < wire.size()) {
+    size_t n = std::min(wire.size() - off, slice);
+    char* room = d.Prepare(n + 100);  // room may exceed what is committed
+    std::memcpy(room, wire.data() + off, n);
+    d.Commit(n);
+    off += n;
+    slice = slice * 3 + 7;
+    if (slice > 300000) slice = 5;
+    for (;;) {
+      auto f = d.Next();
+      ASSERT_TRUE(f.ok());
+      if (!*f) break;
+      EXPECT_EQ((*f)->stream, next);
+      EXPECT_EQ((*f)->payload, std::string(kChunk, static_cast<char>('a' + next % 26)));
+      ++next;
+    }
+  }
+  EXPECT_EQ(next, 40u);
+  EXPECT_EQ(d.buffered(), 0u);
 }
 
 TEST(Frame, TruncatedFrameWaitsForMore) {
