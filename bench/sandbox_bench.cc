@@ -2,13 +2,18 @@
 //   exec round trip on a live sandbox vs a bare fork/exec on the host,
 //   sandboxes created+stopped per second (sequential).
 // Usage: skiff-sandbox-bench [--image host] [--isolation jail] [--execs N] [--creates N]
+#include <dirent.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,44 @@ double ForkExecTrueUs() {
   int st;
   waitpid(pid, &st, 0);
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+double TvSec(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
+
+// CPU seconds (user + system) spent so far by this process and by the
+// agents it runs (its skiff-agent children, read from /proc). On a busy
+// machine wall-clock throughput is noisy; CPU per byte is not.
+double CpuSec() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double sec = TvSec(ru.ru_utime) + TvSec(ru.ru_stime);
+  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  DIR* d = opendir("/proc");
+  if (!d) return sec;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (line.substr(open + 1, close - open - 1) != "skiff-agent") continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    std::vector<std::string> v;
+    while (rest >> field) v.push_back(field);
+    // v[0] is field 3 (state): ppid is v[1], utime v[11], stime v[12].
+    if (v.size() < 13 || std::stoi(v[1]) != getpid()) continue;
+    sec += (std::stod(v[11]) + std::stod(v[12])) / kTick;
+  }
+  closedir(d);
+  return sec;
+}
+
+double ChildrenCpuSec() {
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  return TvSec(ru.ru_utime) + TvSec(ru.ru_stime);
 }
 
 }  // namespace
@@ -116,23 +159,29 @@ int main(int argc, char** argv) {
       return 1;
   double small_read_s = std::chrono::duration<double>(Clock::now() - t_sr).count();
   constexpr uint64_t kBig = 256ull << 20;
+  double cpu_bw = CpuSec();
   auto t_bw = Clock::now();
   if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig)); !w.ok())
     return fprintf(stderr, "fs::write big: %s\n", w.error().ToString().c_str()), 1;
   double big_write_s = std::chrono::duration<double>(Clock::now() - t_bw).count();
+  cpu_bw = CpuSec() - cpu_bw;
   uint64_t got = 0;
+  double cpu_br = CpuSec();
   auto t_br = Clock::now();
   if (!m.FsRead(sb->sandbox_id, "/tmp/big", nullptr, [&](std::string_view b) { got += b.size(); return true; }).ok() ||
       got != kBig)
     return 1;
   double big_read_s = std::chrono::duration<double>(Clock::now() - t_br).count();
+  cpu_br = CpuSec() - cpu_br;
   // Host cp of the same sizes, tmpfs to tmpfs (/dev/shm), as the reference.
   auto t_cp = Clock::now();
   int rc = system("head -c 268435456 /dev/zero > /dev/shm/skiff-bench-src && "
                   "cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst");
   double cp_big_s = std::chrono::duration<double>(Clock::now() - t_cp).count();
   t_cp = Clock::now();
+  double cpu_cp = ChildrenCpuSec();
   rc |= system("cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst2");
+  cpu_cp = ChildrenCpuSec() - cpu_cp;
   cp_big_s = std::min(cp_big_s, std::chrono::duration<double>(Clock::now() - t_cp).count());
   (void)!system("rm -f /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst /dev/shm/skiff-bench-dst2");
   (void)rc;
@@ -155,9 +204,10 @@ int main(int argc, char** argv) {
          "\"bare_fork_exec_us_p50\":%.1f,\"create_stop_ms_p50\":%.2f,\"create_stop_ms_p99\":%.2f,"
          "\"sandboxes_per_sec\":%.1f,\"fs_small_write_files_per_sec\":%.0f,"
          "\"fs_small_read_files_per_sec\":%.0f,\"fs_big_write_mib_s\":%.0f,\"fs_big_read_mib_s\":%.0f,"
-         "\"host_cp_big_mib_s\":%.0f}\n",
+         "\"host_cp_big_mib_s\":%.0f,\"fs_big_write_cpu_ms\":%.0f,\"fs_big_read_cpu_ms\":%.0f,"
+         "\"host_cp_big_cpu_ms\":%.0f}\n",
          isolation.c_str(), image.c_str(), Median(rtt), Pct(rtt, 0.99), Median(bare), Median(cycle),
          Pct(cycle, 0.99), creates / secs, 1000 / small_write_s, 1000 / small_read_s,
-         256 / big_write_s, 256 / big_read_s, 256 / cp_big_s);
+         256 / big_write_s, 256 / big_read_s, 256 / cp_big_s, cpu_bw * 1e3, cpu_br * 1e3, cpu_cp * 1e3);
   return 0;
 }
