@@ -55,13 +55,13 @@ void Metrics::FunctionCall(const std::string& function, const std::string& resul
   ++calls_[{function, result}];
 }
 
-void Metrics::SandboxCreate(const std::string& image, const std::string& result,
-                            double seconds) {
-  {
-    std::lock_guard lock(mu_);
-    ++creates_[{image, result}];
-  }
-  if (result == "ok") create_seconds_.Observe(seconds);
+void Metrics::SandboxCreate(const std::string& image, const std::string& result) {
+  std::lock_guard lock(mu_);
+  ++creates_[{image, result}];
+}
+
+void Metrics::CreateSeconds(bool pooled, double seconds) {
+  (pooled ? create_seconds_pooled_ : create_seconds_).Observe(seconds);
 }
 
 void Metrics::Exec(double seconds) { exec_seconds_.Observe(seconds); }
@@ -86,6 +86,7 @@ std::string Metrics::Render(const std::string& extra) const {
   out += "# HELP skiff_sandbox_create_seconds Time to create a sandbox.\n";
   out += "# TYPE skiff_sandbox_create_seconds histogram\n";
   create_seconds_.Render(out, "skiff_sandbox_create_seconds", "pooled=\"false\"");
+  create_seconds_pooled_.Render(out, "skiff_sandbox_create_seconds", "pooled=\"true\"");
   out += "# HELP skiff_exec_seconds Time of sandbox::exec calls.\n";
   out += "# TYPE skiff_exec_seconds histogram\n";
   exec_seconds_.Render(out, "skiff_exec_seconds", "");

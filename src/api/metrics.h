@@ -28,7 +28,11 @@ class Histogram {
 class Metrics {
  public:
   void FunctionCall(const std::string& function, const std::string& result);
-  void SandboxCreate(const std::string& image, const std::string& result, double seconds);
+  // Counts a sandbox::create call by image and result.
+  void SandboxCreate(const std::string& image, const std::string& result);
+  // Times a successful create (sandbox::create or run), by whether it
+  // claimed a pooled sandbox.
+  void CreateSeconds(bool pooled, double seconds);
   void Exec(double seconds);
   std::atomic<int64_t> ws_connections{0};
 
@@ -39,7 +43,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> calls_;
   std::map<std::pair<std::string, std::string>, uint64_t> creates_;
-  Histogram create_seconds_{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
+  Histogram create_seconds_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
+  Histogram create_seconds_pooled_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram exec_seconds_{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}};
 };
 

@@ -123,7 +123,7 @@ struct Server::Impl {
                               : "";
       if (image.size() > 64) image = image.substr(0, 64);
       if (!FindFunction(id) || image.empty()) image = "invalid";
-      metrics.SandboxCreate(image, label, secs);
+      metrics.SandboxCreate(image, label);
     } else if (id == "sandbox::exec") {
       metrics.Exec(secs);
     }
@@ -171,9 +171,28 @@ struct Server::Impl {
     extra += "skiff_execs_in_flight " + std::to_string(in_flight) + "\n";
     extra += "# HELP skiff_pool_ready Warm, unclaimed sandboxes per image.\n";
     extra += "# TYPE skiff_pool_ready gauge\n";
-    for (const auto& [image, n] : config.pool) {
-      (void)n;
-      extra += "skiff_pool_ready{image=\"" + LabelValue(image) + "\"} 0\n";
+    auto pools = manager.PoolStats();
+    for (const auto& p : pools) {
+      extra += "skiff_pool_ready{image=\"" + LabelValue(p.image) + "\"} " +
+               std::to_string(p.ready) + "\n";
+    }
+    extra += "# HELP skiff_pool_hits_total Creates that claimed a pooled sandbox.\n";
+    extra += "# TYPE skiff_pool_hits_total counter\n";
+    for (const auto& p : pools) {
+      extra += "skiff_pool_hits_total{image=\"" + LabelValue(p.image) + "\"} " +
+               std::to_string(p.hits) + "\n";
+    }
+    extra += "# HELP skiff_pool_misses_total Creates of a pooled image that booted fresh.\n";
+    extra += "# TYPE skiff_pool_misses_total counter\n";
+    for (const auto& p : pools) {
+      extra += "skiff_pool_misses_total{image=\"" + LabelValue(p.image) + "\"} " +
+               std::to_string(p.misses) + "\n";
+    }
+    extra += "# HELP skiff_pool_fill_failures_total Failed background boots of pooled sandboxes.\n";
+    extra += "# TYPE skiff_pool_fill_failures_total counter\n";
+    for (const auto& p : pools) {
+      extra += "skiff_pool_fill_failures_total{image=\"" + LabelValue(p.image) + "\"} " +
+               std::to_string(p.fill_failures) + "\n";
     }
     extra += "# HELP skiff_build_info Build facts; always 1.\n";
     extra += "# TYPE skiff_build_info gauge\n";
@@ -1195,6 +1214,9 @@ void AcceptLoop(Server::Impl& srv, Acceptor& acc) {
 
 Server::Server(SandboxManager& manager, Config config)
     : impl_(std::make_unique<Impl>(manager, std::move(config))) {
+  manager.SetCreateObserver([m = &impl_->metrics](const std::string&, bool pooled, double secs) {
+    m->CreateSeconds(pooled, secs);
+  });
   auto avail = manager.available_isolations();
   if (std::find(avail.begin(), avail.end(), "microvm") != avail.end()) {
     int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -1206,6 +1228,7 @@ Server::Server(SandboxManager& manager, Config config)
 Server::~Server() {
   Stop();
   impl_->pool.join();
+  impl_->manager.SetCreateObserver(nullptr);
 }
 
 Status Server::Listen() {

@@ -46,12 +46,7 @@ Error FromAgentError(const nlohmann::json& j) {
   return e;
 }
 
-bool KvmUsable() {
-  int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
+bool KvmUsable() { return microvm::KvmUsable(); }
 
 }  // namespace
 
@@ -164,7 +159,21 @@ SandboxManager::SandboxManager(Config config,
   } else {
     default_isolation_ = config_.isolation;
   }
+  for (const auto& [image, n] : config_.pool) {
+    if (n == 0) continue;
+    // A pooled sandbox has the default shape; if the image's caps forbid
+    // that shape, no create could ever claim one.
+    if (auto c = config_.per_image_caps.find(image); c != config_.per_image_caps.end() &&
+        ((c->second.max_cpus && config_.default_cpus > *c->second.max_cpus) ||
+         (c->second.max_memory_mb && config_.default_memory_mb > *c->second.max_memory_mb))) {
+      SKIFF_LOG(Warn) << "pool " << image << ": default_cpus/default_memory_mb exceed the image's "
+                      << "per_image_caps; no sandbox of it is pooled";
+      continue;
+    }
+    pools_[image].target = n;
+  }
   reaper_ = std::thread([this] { ReaperLoop(); });
+  if (!pools_.empty()) pool_filler_ = std::thread([this] { PoolLoop(); });
 }
 
 SandboxManager::~SandboxManager() {
@@ -227,6 +236,7 @@ nlohmann::json SandboxManager::Doctor() {
 std::vector<CatalogEntry> SandboxManager::CatalogList() { return catalog_.List(); }
 
 Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
+  auto t0 = Clock::now();
   uint32_t cpus = spec.cpus.value_or(config_.default_cpus);
   uint32_t memory_mb = spec.memory_mb.value_or(config_.default_memory_mb);
   if (cpus < 1 || cpus > 255) return InvalidRequest("field 'cpus': must be between 1 and 255");
@@ -270,26 +280,84 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   if (config_.isolation != "auto" && isolation != config_.isolation)
     return Platform("isolation", "isolation '" + isolation + "' is not permitted on this daemon (configured: " +
                                      config_.isolation + ")");
-  auto iso_it = isolators_.find(isolation);
-  if (iso_it == isolators_.end())
+  if (!isolators_.count(isolation))
     return Platform("isolation", "isolation '" + isolation + "' is not available on this host");
-  // Step 6: image installed (or installed now).
-  SKIFF_ASSIGN_OR_RETURN(ResolvedImage img, catalog_.Resolve(spec.image));
+  // Warm pool (spec §7.3): a create matching the pooled shape claims a
+  // booted sandbox. Claim and registration are one step under mu_, so an
+  // agent death at any moment finds the sandbox in exactly one place. The
+  // set of pools is fixed at construction; only their contents change.
+  if (auto pit = pools_.find(spec.image); pit != pools_.end()) {
+    bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb &&
+                   !spec.network && isolation == default_isolation_;
+    std::shared_ptr<Sandbox> sb;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      Pool& pool = pit->second;
+      if (shutting_down_) return Platform("sandbox", "the daemon is shutting down");
+      while (matches && !pool.ready.empty() && !sb) {
+        sb = std::move(pool.ready.front());
+        pool.ready.pop_front();
+        if (sb->stopping) sb.reset();  // its agent died; the death handler tears it down
+      }
+      if (sb) {
+        ++pool.hits;
+        sb->name = spec.name;
+        sb->env = spec.env;
+        sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
+        sb->created_unix_ms = NowUnixMillis();
+        sb->Touch();
+        sandboxes_[sb->id] = sb;
+      } else {
+        ++pool.misses;
+      }
+    }
+    pool_cv_.notify_all();
+    if (sb) {
+      stats_.created++;
+      NotifyCreated(sb->image, true, t0);
+      return CreateResult{sb->id, sb->image, sb->isolation};
+    }
+  }
 
-  // Step 7: boot.
-  auto sb = std::make_shared<Sandbox>();
-  sb->id = NewUuid();
-  sb->image = spec.image;
-  sb->isolation = isolation;
+  // Steps 6 and 7: image installed (or installed now), boot.
+  BootParams bp{spec.image, isolation, cpus, memory_mb, spec.network};
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Boot(bp));
   sb->name = spec.name;
-  sb->cpus = cpus;
-  sb->memory_mb = memory_mb;
-  sb->network = spec.network;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
   sb->env = spec.env;
   // Spec §6.3 loopback rewrite: create-time env only, listed ports only.
   if (spec.network && !config_.network.host_ports.empty())
     for (auto& kv : sb->env) kv.second = net::RewriteLoopback(kv.second, config_.network.host_ports);
+  sb->created_unix_ms = NowUnixMillis();
+  sb->Touch();
+
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (shutting_down_) {
+      sb->Teardown();
+      return Platform("sandbox", "the daemon is shutting down");
+    }
+    sandboxes_[sb->id] = sb;
+  }
+  WatchAgent(sb);
+  stats_.created++;
+  NotifyCreated(sb->image, false, t0);
+  return CreateResult{sb->id, sb->image, sb->isolation};
+}
+
+Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
+  auto iso_it = isolators_.find(p.isolation);
+  if (iso_it == isolators_.end())
+    return Platform("isolation", "isolation '" + p.isolation + "' is not available on this host");
+  SKIFF_ASSIGN_OR_RETURN(ResolvedImage img, catalog_.Resolve(p.image));
+
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = NewUuid();
+  sb->image = p.image;
+  sb->isolation = p.isolation;
+  sb->cpus = p.cpus;
+  sb->memory_mb = p.memory_mb;
+  sb->network = p.network;
   sb->image_env = img.env;
   sb->image_workdir = img.workdir;
   sb->image_user = img.user;
@@ -299,10 +367,10 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   policy.id = sb->id;
   policy.hostname = "skiff-" + sb->id.substr(0, 8);
   policy.rootfs = img.rootfs;
-  policy.cpus = cpus;
-  policy.memory_mb = memory_mb;
-  policy.network = spec.network;
-  if (spec.network) {
+  policy.cpus = p.cpus;
+  policy.memory_mb = p.memory_mb;
+  policy.network = p.network;
+  if (p.network) {
     policy.net_host_ports = config_.network.host_ports;
     policy.net_allow = config_.network.allow;
   }
@@ -322,37 +390,66 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
     return Error(Code::kS300, msg);
   }
   sb->client = std::move(client).value();
-  sb->created_unix_ms = NowUnixMillis();
-  sb->Touch();
+  return sb;
+}
 
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (shutting_down_) {
-      sb->Teardown();
-      return Platform("sandbox", "the daemon is shutting down");
-    }
-    sandboxes_[sb->id] = sb;
-  }
+void SandboxManager::WatchAgent(const std::shared_ptr<Sandbox>& sb) {
   // A sandbox whose agent dies unexpectedly is removed (spec §4 q).
   std::weak_ptr<Sandbox> weak = sb;
   sb->client->SetOnDeath([this, weak](const std::string& why) {
-    auto s = weak.lock();
-    if (!s) return;
-    bool remove = false;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!s->stopping) {
-        s->stopping = true;
-        remove = sandboxes_.erase(s->id) > 0;
+    if (auto s = weak.lock()) OnAgentDeath(s, why);
+  });
+  if (!sb->client->alive()) OnAgentDeath(sb, sb->client->failure());
+}
+
+void SandboxManager::OnAgentDeath(const std::shared_ptr<Sandbox>& s, const std::string& why) {
+  bool remove = false, pooled = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (s->stopping) return;
+    s->stopping = true;
+    if (auto it = sandboxes_.find(s->id); it != sandboxes_.end() && it->second == s) {
+      sandboxes_.erase(it);
+      remove = true;
+    } else if (auto p = pools_.find(s->image); p != pools_.end()) {
+      auto& ready = p->second.ready;
+      if (auto r = std::find(ready.begin(), ready.end(), s); r != ready.end()) {
+        ready.erase(r);
+        remove = pooled = true;
       }
     }
-    if (remove) {
-      SKIFF_LOG(Warn) << "sandbox " << s->id << " died: " << why;
-      TeardownInBackground(s);
-    }
-  });
-  stats_.created++;
-  return CreateResult{sb->id, sb->image, sb->isolation};
+  }
+  if (!remove) return;
+  SKIFF_LOG(Warn) << (pooled ? "pooled sandbox " : "sandbox ") << s->id << " died: " << why;
+  TeardownInBackground(s);
+  if (pooled) pool_cv_.notify_all();
+}
+
+void SandboxManager::NotifyCreated(const std::string& image, bool pooled, Clock::time_point t0) {
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::lock_guard<std::mutex> lk(observer_mu_);
+  if (observer_) observer_(image, pooled, secs);
+}
+
+void SandboxManager::SetCreateObserver(CreateObserver observer) {
+  std::lock_guard<std::mutex> lk(observer_mu_);
+  observer_ = std::move(observer);
+}
+
+std::vector<SandboxManager::PoolStatus> SandboxManager::PoolStats() {
+  std::vector<PoolStatus> out;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [image, p] : pools_) {
+    PoolStatus st;
+    st.image = image;
+    st.target = p.target;
+    st.ready = static_cast<uint32_t>(p.ready.size());
+    st.hits = p.hits;
+    st.misses = p.misses;
+    st.fill_failures = p.fill_failures;
+    out.push_back(std::move(st));
+  }
+  return out;
 }
 
 Result<std::shared_ptr<Sandbox>> SandboxManager::Lookup(const std::string& id) {
@@ -797,6 +894,60 @@ void SandboxManager::ReaperLoop() {
   }
 }
 
+// Keeps every pool at its target: one boot at a time, oldest need first.
+// A failed boot is logged and retried after 1 s, doubling up to 60 s.
+void SandboxManager::PoolLoop() {
+  constexpr auto kBackoffMin = std::chrono::seconds(1);
+  constexpr auto kBackoffMax = std::chrono::seconds(60);
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!shutting_down_) {
+    auto now = Clock::now();
+    auto wake = Clock::time_point::max();
+    std::string image;
+    for (auto& [name, p] : pools_) {
+      if (p.ready.size() >= p.target) continue;
+      if (p.retry_at <= now) {
+        image = name;
+        break;
+      }
+      wake = std::min(wake, p.retry_at);
+    }
+    if (image.empty()) {
+      if (wake == Clock::time_point::max()) pool_cv_.wait(lk);
+      else pool_cv_.wait_until(lk, wake);
+      continue;
+    }
+    lk.unlock();
+    BootParams bp{image, default_isolation_, config_.default_cpus, config_.default_memory_mb, false};
+    auto booted = Boot(bp);
+    lk.lock();
+    Pool& p = pools_[image];
+    if (!booted.ok()) {
+      ++p.fill_failures;
+      uint32_t shift = std::min<uint32_t>(p.consecutive_failures++, 6);
+      auto backoff = std::min<Clock::duration>(kBackoffMin * (1u << shift), kBackoffMax);
+      p.retry_at = Clock::now() + backoff;
+      SKIFF_LOG(Warn) << "pool " << image << ": boot failed (" << p.consecutive_failures
+                      << " in a row), retrying in "
+                      << std::chrono::duration_cast<std::chrono::seconds>(backoff).count()
+                      << " s: " << booted.error().message();
+      continue;
+    }
+    std::shared_ptr<Sandbox> sb = std::move(booted).value();
+    if (shutting_down_) {
+      lk.unlock();
+      sb->Teardown();
+      lk.lock();
+      break;
+    }
+    p.consecutive_failures = 0;
+    p.ready.push_back(sb);
+    lk.unlock();
+    WatchAgent(sb);
+    lk.lock();
+  }
+}
+
 void SandboxManager::Shutdown() {
   std::vector<std::shared_ptr<Sandbox>> all;
   {
@@ -807,9 +958,23 @@ void SandboxManager::Shutdown() {
       all.push_back(sb);
     }
     sandboxes_.clear();
+    for (auto& [image, p] : pools_) {
+      for (auto& sb : p.ready) {
+        sb->stopping = true;
+        all.push_back(sb);
+      }
+      p.ready.clear();
+    }
   }
   reaper_cv_.notify_all();
+  pool_cv_.notify_all();
   for (auto& sb : all) sb->Teardown();
+  {
+    // A boot in progress finishes, sees shutting_down_ and tears down.
+    std::lock_guard<std::mutex> lk(pool_join_mu_);
+    if (pool_filler_.joinable() && pool_filler_.get_id() != std::this_thread::get_id())
+      pool_filler_.join();
+  }
   std::unique_lock<std::mutex> lk(mu_);
   teardown_cv_.wait(lk, [&] { return pending_teardowns_ == 0; });
 }

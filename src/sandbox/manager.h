@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -161,9 +162,49 @@ class SandboxManager {
   };
   Stats& stats() { return stats_; }
 
+  // The warm pool of one image (spec §7.3), for /metrics and tests.
+  struct PoolStatus {
+    std::string image;
+    uint32_t target = 0;
+    uint32_t ready = 0;           // booted, unclaimed
+    uint64_t hits = 0;            // creates served from the pool
+    uint64_t misses = 0;          // creates of this image that booted fresh
+    uint64_t fill_failures = 0;   // failed background boots
+  };
+  std::vector<PoolStatus> PoolStats();
+  // Called after every successful create (sandbox::create and run) with the
+  // image, whether a pooled sandbox was claimed, and the time it took. The
+  // observer runs on the creating thread and must be cheap; null clears it.
+  using CreateObserver = std::function<void(const std::string& image, bool pooled, double seconds)>;
+  void SetCreateObserver(CreateObserver observer);
+
  private:
+  struct Pool {
+    uint32_t target = 0;
+    std::deque<std::shared_ptr<Sandbox>> ready;
+    uint64_t hits = 0, misses = 0, fill_failures = 0;
+    uint32_t consecutive_failures = 0;
+    std::chrono::steady_clock::time_point retry_at{};
+  };
+  struct BootParams {
+    std::string image;
+    std::string isolation;
+    uint32_t cpus = 1;
+    uint32_t memory_mb = 512;
+    bool network = false;
+  };
+
   Result<std::shared_ptr<Sandbox>> Lookup(const std::string& id);
+  // Resolves the image and starts an agent under `p`; the sandbox is in no
+  // registry yet. Failures leave nothing behind.
+  Result<std::shared_ptr<Sandbox>> Boot(const BootParams& p);
+  // Arms removal on agent death (registry or pool). Call once the sandbox is
+  // registered; fires at once when the agent has already died.
+  void WatchAgent(const std::shared_ptr<Sandbox>& sb);
+  void OnAgentDeath(const std::shared_ptr<Sandbox>& sb, const std::string& why);
   void ReaperLoop();
+  void PoolLoop();
+  void NotifyCreated(const std::string& image, bool pooled, std::chrono::steady_clock::time_point t0);
   void TeardownInBackground(std::shared_ptr<Sandbox> sb);
 
   Config config_;
@@ -180,6 +221,13 @@ class SandboxManager {
   std::condition_variable teardown_cv_;
   std::thread reaper_;
   Stats stats_;
+  // Warm pools by image, guarded by mu_; pool_cv_ wakes the filler.
+  std::map<std::string, Pool> pools_;
+  std::condition_variable pool_cv_;
+  std::thread pool_filler_;
+  std::mutex pool_join_mu_;
+  std::mutex observer_mu_;
+  CreateObserver observer_;
 };
 
 }  // namespace skiff
