@@ -46,6 +46,9 @@ constexpr auto kHeaderDeadline = std::chrono::seconds(10);
 constexpr auto kPutStall = std::chrono::seconds(30);
 constexpr size_t kPoolThreads = 128;
 constexpr size_t kMaxWsOutBytes = 256u << 20;  // a client that never reads is cut off
+// Invocations one engine connection may have running; beyond it the socket is
+// not read until some finish, so a flood cannot queue unbounded work.
+constexpr size_t kMaxWsInFlight = 1024;
 
 std::string ResultLabel(const Invocation& inv) {
   if (inv.result) return "ok";
@@ -340,6 +343,11 @@ class EngineSession : public WsBase<Protocol> {
         } else if (ec != websocket::error::closed) {
           SKIFF_LOG(Debug) << "ws: read ended: " << ec.message();
         }
+        if (self->in_flight_ > 0) {
+          SKIFF_LOG(Warn) << "ws: connection gone with " << self->in_flight_
+                          << " invocation(s) in flight; they run to the end, results dropped";
+        }
+        self->read_ended_ = true;
         self->channels_->Release();
         return;
       }
@@ -347,8 +355,22 @@ class EngineSession : public WsBase<Protocol> {
       bool binary = self->ws_.got_binary();
       self->in_.consume(self->in_.size());
       self->Handle(msg, binary);
+      if (self->in_flight_ >= kMaxWsInFlight) {
+        self->read_paused_ = true;  // resumed by Finished()
+        return;
+      }
       self->Read();
     });
+  }
+
+  // An invocation ended (event-loop thread): send its reply, resume reading.
+  void Finished(std::string reply) {
+    --in_flight_;
+    if (!reply.empty()) this->Send(std::move(reply));
+    if (read_paused_ && !read_ended_ && in_flight_ < kMaxWsInFlight / 2) {
+      read_paused_ = false;
+      Read();
+    }
   }
 
   void Handle(const std::string& msg, bool binary) {
@@ -424,9 +446,13 @@ class EngineSession : public WsBase<Protocol> {
     }
     json data = m.contains("data") ? std::move(m["data"]) : json::object();
     auto self = Self();
+    ++in_flight_;
     this->srv_.Blocking([self, fid, inv_id, reply, data = std::move(data)]() {
       Invocation inv = self->srv_.Call(fid, data, self->channels_.get());
-      if (!reply) return;
+      if (!reply) {
+        net::post(self->ws_.get_executor(), [self]() { self->Finished(""); });
+        return;
+      }
       json out = {{"type", "invocationresult"}, {"invocation_id", inv_id}, {"function_id", fid}};
       if (inv.result) {
         out["result"] = std::move(*inv.result);
@@ -438,12 +464,15 @@ class EngineSession : public WsBase<Protocol> {
       } else {
         out["result"] = nullptr;
       }
-      self->Post(Dump(out));
+      net::post(self->ws_.get_executor(),
+                [self, d = Dump(out)]() mutable { self->Finished(std::move(d)); });
     });
   }
 
   std::shared_ptr<ScopedBroker> channels_;
   std::string worker_id_;
+  size_t in_flight_ = 0;  // event-loop thread only
+  bool read_paused_ = false, read_ended_ = false;
 };
 
 // /otel: accepted; every frame is discarded.

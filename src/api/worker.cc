@@ -102,7 +102,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
 
   void Retry(const std::string& why) {
     if (stopped) return;
-    if (up) SKIFF_LOG(Warn) << "worker: lost the engine: " << why;
+    if (up) SKIFF_LOG(Warn) << "worker: lost the engine: " << why << "; reconnecting every 2 s";
     else SKIFF_LOG(Info) << "worker: engine not reachable (" << why << "); retrying in 2 s";
     up = false;
     ++generation;

@@ -389,7 +389,7 @@ int Main(int argc, char** argv) {
     }
     if (!socket_path.empty()) config.unix_socket = socket_path;
     if (!engine_url.empty()) {
-      if (engine_url.rfind("ws://", 0) != 0 && engine_url.rfind("wss://", 0) != 0) {
+      if (engine_url.rfind("ws://", 0) != 0 || engine_url.size() <= 5) {  // no TLS: no wss://
         std::fprintf(stderr, "skiff serve: --engine: expected a ws:// URL\n");
         rc = kExitConfig;
         return;

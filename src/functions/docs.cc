@@ -126,12 +126,15 @@ These are the implementation's decisions where the agreed contract leaves room o
 deliberately differs from it:
 
 1. **fs::read without a data-channel transport.** When skiff runs embedded (no HTTP/WebSocket
-   server, so no data channels), `sandbox::fs::read` returns `body`, `size`, `mode` and `mtime`
-   and omits `content`. Reason: a channel reference nobody can attach to would be a lie; every
-   daemon transport provides channels, so over the wire `content` is always present.
+   server, so no data channels), or in worker mode (where channels live on the engine and skiffd
+   does not create them there yet), `sandbox::fs::read` returns `body`, `size`, `mode` and
+   `mtime` and omits `content`. Reason: a channel reference nobody can attach to would be a lie.
+   A server-mode daemon provides channels, so there `content` is always present. In worker mode
+   files of 1 MiB or more, or not UTF-8, are read through HTTP `GET /v1/sandboxes/{id}/files`.
 2. **Channel features without a transport** (`content` as a channel reference in fs::write,
-   `engine::channels::create`) answer S001 `… not available on this transport`. Reason: the
-   request cannot be served in that context, and nothing has been touched.
+   `engine::channels::create`), embedded or in worker mode, answer S001
+   `… not available on this transport`. Reason: the request cannot be served in that context,
+   and nothing has been touched.
 3. **engine::functions::info errors** are sent as `{"code":"INVALID_ARGUMENTS"|"NOT_FOUND",
    "message":…}` (HTTP status 400 / 404). A `namespace` other than absent or `"default"` is
    `INVALID_ARGUMENTS`. `engine::functions::list` rejects mistyped filters with S001.

@@ -128,6 +128,21 @@ class Daemon {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
+  // Waits for the daemon to exit by itself; its status, or -1 after `timeout`.
+  int WaitExit(std::chrono::seconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (!exited_ && std::chrono::steady_clock::now() < end) {
+      int st;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        exit_status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return exited_ ? exit_status_ : -1;
+  }
+
   // SIGTERM; returns the exit status (or -1 after `timeout`).
   int Terminate(std::chrono::seconds timeout = std::chrono::seconds(60)) {
     ::kill(pid_, SIGTERM);

@@ -1,0 +1,263 @@
+// Worker mode (spec §8.5): the real `skiff serve --engine ws://…` joins an
+// engine as worker `iii-sandbox`. No iii engine can be installed here, so the
+// engine side is EngineDouble (engine_double.h), a double written from the
+// spec's message shapes and the iii-sdk's. Covered: the register
+// invocation and the 16 registerfunction messages with the same schemas as
+// GET /v1/functions/{id}; invocations of sandbox::run and fs operations
+// answered with invocationresult; an S-code error carried as
+// `invocation_failed` + `handler error: {…}`; no reply for a null
+// invocation_id; engine loss → /healthz engine_disconnected → retries every
+// 2 s → reattach + re-registration, sandboxes kept; and exit status 3 when
+// the engine rejects the registration.
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "daemon_harness.h"
+#include "engine_double.h"
+
+namespace skiff::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+using Received = EngineDouble::Received;
+
+const char* kConfig =
+    "image_allowlist: [host]\n"
+    "isolation: jail\n"
+    "default_idle_timeout_secs: 600\n";
+
+const std::set<std::string> kSandboxFunctions = {
+    "sandbox::catalog::list", "sandbox::create",   "sandbox::exec",     "sandbox::fs::chmod",
+    "sandbox::fs::grep",      "sandbox::fs::ls",   "sandbox::fs::mkdir", "sandbox::fs::mv",
+    "sandbox::fs::read",      "sandbox::fs::rm",   "sandbox::fs::sed",   "sandbox::fs::stat",
+    "sandbox::fs::write",     "sandbox::list",     "sandbox::run",       "sandbox::stop"};
+
+bool IsType(const Received& r, const std::string& t) {
+  return r.msg.is_object() && r.msg.value("type", "") == t;
+}
+
+// Waits until connection `conn` has sent its 16 registerfunction frames and
+// returns everything that connection sent, in order.
+std::vector<json> Registration(EngineDouble& eng, int conn) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<json> mine;
+    int regs = 0;
+    for (auto& r : eng.received()) {
+      if (r.conn != conn) continue;
+      mine.push_back(r.msg);
+      if (IsType(r, "registerfunction")) ++regs;
+    }
+    if (regs >= 16) return mine;
+    std::this_thread::sleep_for(50ms);
+  }
+  return {};
+}
+
+json InnerError(const json& error) {
+  std::string msg = error.value("message", "");
+  auto brace = msg.find('{');
+  if (brace == std::string::npos) return json();
+  return json::parse(msg.substr(brace), nullptr, false);
+}
+
+TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  auto eng = std::make_unique<EngineDouble>();
+  const uint16_t engine_port = eng->port();
+  Daemon d(kConfig, {"--engine", eng->url()});
+  ASSERT_TRUE(d.ready()) << d.Log();
+
+  // --- registration: the register invocation first, then the 16 functions.
+  auto sent = Registration(*eng, 0);
+  ASSERT_FALSE(sent.empty()) << "no registration within 30 s\n" << d.Log();
+  const json& first = sent.front();
+  EXPECT_EQ(first["type"], "invokefunction") << first.dump();
+  EXPECT_TRUE(first["invocation_id"].is_null());
+  EXPECT_EQ(first["function_id"], "engine::workers::register");
+  EXPECT_EQ(first["action"], json({{"type", "void"}}));
+  EXPECT_EQ(first["data"]["runtime"], "cpp");
+  EXPECT_EQ(first["data"]["name"], "iii-sandbox");
+  EXPECT_EQ(first["data"]["pid"], d.pid());
+  EXPECT_TRUE(first["data"]["version"].is_string());
+  EXPECT_TRUE(first["data"]["description"].is_string());
+  EXPECT_TRUE(first["data"]["os"].is_string());
+  std::set<std::string> ids;
+  for (size_t i = 1; i < sent.size(); ++i) {
+    const json& m = sent[i];
+    ASSERT_EQ(m["type"], "registerfunction") << "unexpected frame " << m.dump();
+    std::string id = m["id"];
+    EXPECT_TRUE(ids.insert(id).second) << id << " registered twice";
+    // The same description and schemas as the HTTP function info.
+    auto info = d.Get("/v1/functions/" + id);
+    ASSERT_EQ(info.status, 200) << id;
+    json j = info.Json();
+    EXPECT_EQ(m["description"], j["description"]) << id;
+    EXPECT_EQ(m["request_format"], j["request_schema"]) << id;
+    EXPECT_EQ(m["response_format"], j["response_schema"]) << id;
+    for (const char* f : {"request_format", "response_format"}) {
+      EXPECT_EQ(m[f]["$schema"], "http://json-schema.org/draft-07/schema#") << id << " " << f;
+      EXPECT_EQ(m[f]["type"], "object") << id << " " << f;
+    }
+  }
+  EXPECT_EQ(ids, kSandboxFunctions);
+
+  auto health = d.Get("/healthz");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(health.Json()["mode"], "worker");
+  EXPECT_EQ(health.Json()["status"], "ok");
+
+  // --- invocations from the engine.
+  eng->Invoke("run-1", "sandbox::run",
+              {{"image", "host"}, {"lang", "sh"}, {"code", "echo worker-$((6*7))"}});
+  auto run = eng->WaitResult("run-1");
+  ASSERT_TRUE(run) << d.Log();
+  EXPECT_EQ((*run)["function_id"], "sandbox::run");
+  ASSERT_TRUE(run->contains("result")) << run->dump();
+  EXPECT_EQ((*run)["result"]["stdout"], "worker-42\n");
+  EXPECT_EQ((*run)["result"]["exit_code"], 0);
+  EXPECT_FALSE((*run)["result"].contains("sandbox_id"));
+  json run_schema = d.Get("/v1/functions/sandbox::run").Json()["response_schema"];
+  EXPECT_EQ(Validate((*run)["result"], run_schema, run_schema), "");
+
+  eng->Invoke("c-1", "sandbox::create", {{"image", "host"}});
+  auto created = eng->WaitResult("c-1");
+  ASSERT_TRUE(created && created->contains("result")) << (created ? created->dump() : d.Log());
+  std::string sid = (*created)["result"]["sandbox_id"];
+
+  eng->Invoke("w-1", "sandbox::fs::write",
+              {{"sandbox_id", sid}, {"path", "/tmp/w.txt"}, {"content", "hello engine"}});
+  auto wrote = eng->WaitResult("w-1");
+  ASSERT_TRUE(wrote) << d.Log();
+  EXPECT_EQ((*wrote)["result"]["bytes_written"], 12) << wrote->dump();
+
+  // Concurrent invocations; results matched by id, whatever their order.
+  eng->Invoke("st-1", "sandbox::fs::stat", {{"sandbox_id", sid}, {"path", "/tmp/w.txt"}});
+  eng->Invoke("ls-1", "sandbox::fs::ls", {{"sandbox_id", sid}, {"path", "/tmp"}});
+  eng->Invoke("err-1", "sandbox::fs::ls", {{"sandbox_id", sid}, {"path", "/no/such/dir"}});
+  eng->Invoke("nf-1", "sandbox::nope", json::object());
+  eng->Invoke(nullptr, "sandbox::list", json::object());  // no reply
+  auto st = eng->WaitResult("st-1");
+  auto ls = eng->WaitResult("ls-1");
+  auto err = eng->WaitResult("err-1");
+  auto nf = eng->WaitResult("nf-1");
+  ASSERT_TRUE(st && ls && err && nf) << d.Log();
+  EXPECT_EQ((*st)["result"]["size"], 12) << st->dump();
+  bool listed = false;
+  for (const auto& e : (*ls)["result"]["entries"]) listed = listed || e["name"] == "w.txt";
+  EXPECT_TRUE(listed) << ls->dump();
+  // An S-code error: invocation_failed + "handler error: " + the §5.1 object.
+  EXPECT_FALSE(err->contains("result"));
+  EXPECT_EQ((*err)["function_id"], "sandbox::fs::ls");
+  EXPECT_EQ((*err)["error"]["code"], "invocation_failed");
+  EXPECT_THAT((*err)["error"]["message"].get<std::string>(), StartsWith("handler error: {"));
+  json inner = InnerError((*err)["error"]);
+  EXPECT_EQ(inner["code"], "S211") << err->dump();
+  EXPECT_EQ(ValidateErrorObject(inner), "") << inner.dump();
+  EXPECT_FALSE((*err)["error"].contains("stacktrace"));
+  EXPECT_EQ((*nf)["error"]["code"], "function_not_found");
+
+  // --- the engine goes away.
+  std::string old_worker = "worker-0", old_token = "token-0";
+  eng.reset();
+  auto down_since = std::chrono::steady_clock::now();
+  bool disconnected = false;
+  while (std::chrono::steady_clock::now() - down_since < 10s && !disconnected) {
+    auto h = d.Get("/healthz");
+    disconnected = h.status == 503 && h.Json()["status"] == "engine_disconnected";
+    if (!disconnected) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(disconnected) << d.Get("/healthz").body;
+  // HTTP keeps serving, and the sandbox is unaffected.
+  auto list = d.Call("sandbox::list", json::object());
+  ASSERT_EQ(list.status, 200);
+  ASSERT_EQ(list.Json()["sandboxes"].size(), 1u);
+  EXPECT_EQ(list.Json()["sandboxes"][0]["sandbox_id"], sid);
+  std::this_thread::sleep_for(4s);  // refused connection attempts meanwhile
+
+  // The engine restarts on the same port; its first two TCP accepts are
+  // dropped, as by an engine that is not ready yet.
+  EngineDouble::Options again;
+  again.port = engine_port;
+  again.drop_first = 2;
+  eng = std::make_unique<EngineDouble>(again);
+  auto resent = Registration(*eng, 0);
+  ASSERT_FALSE(resent.empty()) << "no re-registration within 30 s\n" << d.Log();
+  // Fixed retry period: 2 s between attempts (neither hammering nor stalling).
+  auto accepts = eng->accept_times();
+  ASSERT_GE(accepts.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    auto gap = accepts[i] - accepts[i - 1];
+    EXPECT_GE(gap, 1500ms) << "retry " << i;
+    EXPECT_LE(gap, 4000ms) << "retry " << i;
+  }
+  // reattach first, then the register invocation, then the 16 functions.
+  ASSERT_GE(resent.size(), 18u);
+  EXPECT_EQ(resent[0], json({{"type", "reattach"},
+                             {"previous_worker_id", old_worker},
+                             {"reattach_token", old_token}}));
+  EXPECT_EQ(resent[1]["function_id"], "engine::workers::register");
+  std::set<std::string> again_ids;
+  for (size_t i = 2; i < resent.size(); ++i) {
+    if (resent[i]["type"] == "registerfunction") again_ids.insert(resent[i]["id"].get<std::string>());
+  }
+  EXPECT_EQ(again_ids, kSandboxFunctions);
+  bool up = false;
+  for (int i = 0; i < 50 && !up; ++i) {
+    up = d.Get("/healthz").status == 200;
+    if (!up) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(up);
+  EXPECT_THAT(d.Log(), HasSubstr("lost the engine: read: End of file; reconnecting every 2 s"));
+
+  // The sandbox survived the reconnect and is served through the new link.
+  eng->Invoke("l-2", "sandbox::list", json::object());
+  auto l2 = eng->WaitResult("l-2");
+  ASSERT_TRUE(l2) << d.Log();
+  ASSERT_EQ((*l2)["result"]["sandboxes"].size(), 1u);
+  EXPECT_EQ((*l2)["result"]["sandboxes"][0]["sandbox_id"], sid);
+  eng->Invoke("stop-1", "sandbox::stop", {{"sandbox_id", sid}, {"wait", true}});
+  auto stopped = eng->WaitResult("stop-1");
+  ASSERT_TRUE(stopped && stopped->contains("result")) << (stopped ? stopped->dump() : d.Log());
+
+  // No invocationresult was ever sent for the null invocation_id.
+  for (auto& r : eng->received()) {
+    if (IsType(r, "invocationresult")) {
+      EXPECT_FALSE(r.msg["invocation_id"].is_null()) << r.msg;
+    }
+  }
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+TEST(WorkerModeTest, RejectedRegistrationExitsWith3) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble::Options o;
+  o.reject_function_id = "sandbox::exec";
+  EngineDouble eng(o);
+  Daemon d(kConfig, {"--engine", eng.url()});
+  int status = d.exited() ? d.exit_status() : d.WaitExit(30s);
+  EXPECT_EQ(status, 3) << d.Log();
+  std::string log = d.Log();
+  EXPECT_THAT(log, HasSubstr("registration rejected"));
+  EXPECT_THAT(log, HasSubstr("FUNCTION_NAMESPACE_CONFLICT"));
+  EXPECT_THAT(log, HasSubstr("sandbox::exec"));
+  EXPECT_THAT(log, HasSubstr("another-iii-sandbox"));
+}
+
+// skiffd links no TLS: a wss:// engine is a configuration error (exit 2),
+// not a worker that silently never connects.
+TEST(WorkerModeTest, WssEngineUrlIsAConfigError) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Daemon flag(kConfig, {"--engine", "wss://127.0.0.1:1"});
+  EXPECT_EQ(flag.exited() ? flag.exit_status() : flag.WaitExit(10s), 2) << flag.Log();
+  Daemon file(std::string(kConfig) + "engine_url: wss://127.0.0.1:1\n");
+  EXPECT_EQ(file.exited() ? file.exit_status() : file.WaitExit(10s), 2) << file.Log();
+  EXPECT_THAT(file.Log(), HasSubstr("engine_url"));
+}
+
+}  // namespace
+}  // namespace skiff::e2e
