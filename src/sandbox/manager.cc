@@ -736,6 +736,14 @@ Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, co
     if (!chunk.ok()) {
       s->Cancel();  // the agent removes its temp file; the target is untouched
       (void)FinishFs(*s, false);
+      // A stop while the body stalled: the call ends as stopped (§2.3), not
+      // as a stalled upload.
+      bool stopping;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        stopping = sb->stopping;
+      }
+      if (stopping) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
       return std::move(chunk).error();
     }
     if (chunk->empty()) {
