@@ -444,8 +444,38 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
     }
   }
 
+  // Liveness (§1.4): fs calls refresh last_activity_at; list and
+  // catalog::list do not.
+  auto activity = [&] {
+    for (const auto& s : ListSandboxes()) {
+      if (s["sandbox_id"] == id) return s["last_activity_at"].get<std::string>();
+    }
+    return std::string("gone");
+  };
+  std::string a0 = activity();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  CallOk("sandbox::fs::stat", {{"sandbox_id", id}, {"path", "/"}});
+  std::string a1 = activity();
+  EXPECT_GT(a1, a0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  CallOk("sandbox::catalog::list", json::object());
+  EXPECT_EQ(activity(), a1);
+
   // An exec and a streamed fs::write in flight when stop arrives end with S004.
   CallOk("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/keep"}, {"content", "orig"}});
+  auto pair = d().Call("engine::channels::create", json::object()).Json();
+  ASSERT_TRUE(pair.contains("writer")) << pair.dump();
+  WsClient held;
+  ASSERT_EQ(held.Open(d(), "/ws/channels/" + pair["writer"]["channel_id"].get<std::string>() + "?key=" +
+                               pair["writer"]["access_key"].get<std::string>() + "&dir=write"),
+            101);
+  held.Send(2, "some bytes, then nothing");
+  json fs_err;
+  std::thread fs_call([&] {
+    auto r = d().Call("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/keep"}, {"content", pair["reader"]}});
+    fs_err = r.Json();
+    fs_err["_status"] = r.status;
+  });
   std::atomic<bool> exec_done{false};
   json exec_err;
   std::thread slow([&] {
@@ -478,6 +508,9 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   // Removed from the registry before stop returned.
   for (const auto& s : ListSandboxes()) EXPECT_NE(s["sandbox_id"], id);
   slow.join();
+  fs_call.join();
+  EXPECT_EQ(fs_err["_status"], 409) << fs_err.dump();
+  EXPECT_EQ(fs_err["code"], "S004") << fs_err.dump();
   EXPECT_EQ(exec_err["_status"], 409) << exec_err.dump();
   EXPECT_EQ(exec_err["code"], "S004") << exec_err.dump();
   exec_err.erase("_status");
