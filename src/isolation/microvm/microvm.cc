@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/sha256.h"
 #include "base/pidfd.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
@@ -431,10 +433,6 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   uint32_t uid = kVmmUidBase + Fnv1a(policy.id) % kVmmUidRange;
   plan.uid = uid;
   plan.gid = uid;
-  if (kvm) {
-    struct stat st{};
-    if (::stat("/dev/kvm", &st) == 0) plan.groups.push_back(st.st_gid);
-  }
   plan.new_netns = true;
   plan.max_file_bytes = kMaxLogBytes;
   plan.stdin_fd = devnull.get();
@@ -608,11 +606,7 @@ nlohmann::json MicrovmIsolator::Doctor() {
   if (has_qemu) d["qemu_version"] = FirstLineOf({qemu, "--version"});
   bool kvm = KvmUsable();
   d["kvm"] = kvm;
-  if (!kvm) {
-    d["kvm_note"] = ::access("/dev/kvm", F_OK) == 0
-                        ? "/dev/kvm exists but does not open read-write"
-                        : "no /dev/kvm: VMs run under TCG emulation (slow)";
-  }
+  if (!KvmNote().empty()) d["kvm_note"] = KvmNote();
   d["accel"] = kvm ? "kvm" : "tcg";
   std::string kernel = KernelPath();
   d["kernel"] = kernel;
@@ -647,12 +641,138 @@ std::string KernelPath() {
   return paths::CacheDir() + "/kernel/current/vmlinux";
 }
 
-bool KvmUsable() {
-  int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
+namespace {
+
+// A stable key for one host + QEMU + guest kernel combination.
+std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
+  struct utsname u {};
+  ::uname(&u);
+  std::string key = std::string(u.release) + "|" + u.version;
+  for (const std::string& f : {qemu, kernel}) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) return {};
+    key += "|" + f + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec);
+  }
+  return Sha256Hex(key).substr(0, 16);
 }
+
+// Boots the guest kernel under KVM with nothing attached and waits for its
+// first console line. A /dev/kvm that opens is not enough: nested or
+// half-working KVM (seen on cloud VMs) creates VMs whose guests never run,
+// and every sandbox would then time out instead of falling back to TCG.
+bool KvmBootsTheGuestKernel(std::string* why) {
+  std::string qemu = QemuBinary(), kernel = KernelPath();
+  if (::access(qemu.c_str(), X_OK) != 0 || ::access(kernel.c_str(), R_OK) != 0) {
+    *why = "QEMU or the guest kernel is missing";
+    return false;
+  }
+  std::string key = ProbeKey(qemu, kernel);
+  std::string cache = paths::CacheDir() + "/microvm/kvm-probe-" + key;
+  if (!key.empty()) {
+    std::string cached = Trim(ReadSmall(cache));
+    if (cached == "ok") return true;
+    if (cached.rfind("fail:", 0) == 0) {
+      *why = cached.substr(5);
+      return false;
+    }
+  }
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return false;
+  UniqueFd rd(p[0]), wr(p[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+  std::vector<std::string> args = {
+      qemu, "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
+      "-accel", "kvm", "-cpu", "host", "-m", "64", "-nodefaults", "-no-user-config",
+      "-display", "none", "-no-reboot", "-serial", "stdio", "-kernel", kernel,
+      "-append", "console=ttyS0 panic=-1 reboot=t"};
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  wr.reset();
+  if (rc != 0) {
+    *why = "cannot start QEMU";
+    return false;
+  }
+  auto opened = Process::Open(pid);
+  std::string out;
+  bool booted = false;
+  auto deadline = Clock::now() + 10s;
+  while (!booted && Clock::now() < deadline && out.size() < 65536) {
+    pollfd pf{rd.get(), POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(&pf, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+    char buf[1024];
+    ssize_t n = ::read(rd.get(), buf, sizeof buf);
+    if (n <= 0) break;  // QEMU exited
+    out.append(buf, static_cast<size_t>(n));
+    booted = out.find("Linux version") != std::string::npos;
+  }
+  ::kill(pid, SIGKILL);
+  if (!opened.ok()) ::waitpid(pid, nullptr, 0);  // otherwise ~Process reaps it
+  if (!booted) {
+    std::string tail = out.substr(out.size() > 300 ? out.size() - 300 : 0);
+    *why = "a guest kernel did not boot under -accel kvm -cpu host within 10 s" +
+           (tail.empty() ? std::string() : " (qemu: " + Printable(Trim(tail)) + ")");
+  }
+  if (!key.empty() && MkdirP(paths::CacheDir() + "/microvm", 0755).ok()) {
+    std::string tmp = cache + ".tmp" + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp);
+      f << (booted ? "ok" : "fail:" + *why) << "\n";
+    }
+    ::rename(tmp.c_str(), cache.c_str());
+  }
+  return booted;
+}
+
+struct KvmVerdict {
+  bool usable = false;
+  std::string note;
+};
+
+const KvmVerdict& Kvm() {
+  static const KvmVerdict v = [] {
+    KvmVerdict k;
+    std::string force = Env("SKIFF_MICROVM_ACCEL");
+    if (force == "tcg") {
+      k.note = "SKIFF_MICROVM_ACCEL=tcg: KVM not used";
+      return k;
+    }
+    int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      k.note = errno == ENOENT ? "no /dev/kvm: VMs run under TCG emulation (slow)"
+                               : "/dev/kvm exists but does not open read-write";
+      return k;
+    }
+    ::close(fd);
+    if (force == "kvm") {
+      k.usable = true;
+      k.note = "SKIFF_MICROVM_ACCEL=kvm: the boot probe is skipped";
+      return k;
+    }
+    std::string why;
+    k.usable = KvmBootsTheGuestKernel(&why);
+    if (!k.usable) {
+      k.note = "/dev/kvm opens but " + why + "; VMs run under TCG emulation";
+      SKIFF_LOG(Warn) << "microvm: " << k.note;
+    }
+    return k;
+  }();
+  return v;
+}
+
+}  // namespace
+
+bool KvmUsable() { return Kvm().usable; }
+std::string KvmNote() { return Kvm().note; }
 
 uint64_t HostTscKhz() {
   static const uint64_t khz = [] {

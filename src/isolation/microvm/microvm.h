@@ -37,7 +37,12 @@ namespace microvm {
 std::string QemuBinary();
 std::string KernelPath();
 // /dev/kvm opens read-write.
+// True when /dev/kvm opens read-write and a guest kernel actually boots
+// under it (probed once per host/QEMU/kernel and cached). SKIFF_MICROVM_ACCEL
+// = tcg | kvm overrides the probe.
 bool KvmUsable();
+// Why KVM is not used (empty when it is).
+std::string KvmNote();
 // The kernel command line for a policy (tuned for fast boot under emulation).
 std::string KernelCmdline(const SandboxPolicy& policy, bool kvm);
 // The host's TSC frequency in kHz (0 if unknown). Under TCG the guest reads

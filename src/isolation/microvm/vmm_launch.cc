@@ -57,8 +57,14 @@ int BindRo(const char* src, const char* dst) {
                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }
 
-int RunOp(const VmmPlan::Op& op) {
+int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
   switch (op.kind) {
+    case VmmPlan::Op::kDevDir:
+      if (::mkdir(op.dst.c_str(), 0755) != 0) return -1;
+      return ::mount("tmpfs", op.dst.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+    case VmmPlan::Op::kCharDev:
+      if (::mknod(op.dst.c_str(), S_IFCHR | 0600, op.rdev) != 0) return -1;
+      return ::chown(op.dst.c_str(), plan.uid, plan.gid);
     case VmmPlan::Op::kMkdir:
       return ::mkdir(op.dst.c_str(), 0755);
     case VmmPlan::Op::kSymlink:
@@ -121,7 +127,7 @@ int RunOp(const VmmPlan::Op& op) {
   if (::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
     ChildFail(err_pipe, kStepTmpfs, errno);
   for (size_t i = 0; i < plan.ops.size(); i++)
-    if (RunOp(plan.ops[i]) != 0) ChildFail(err_pipe, 100 + static_cast<int>(i), errno);
+    if (RunOp(plan, plan.ops[i]) != 0) ChildFail(err_pipe, 100 + static_cast<int>(i), errno);
   // pivot_root(".", ".") stacks the old root under the new one; detaching
   // it leaves only the new root visible.
   if (::chdir(plan.root.c_str()) != 0) ChildFail(err_pipe, kStepPivot, errno);
@@ -170,10 +176,15 @@ void AddBaseRoot(VmmPlan& plan, bool kvm,
   plan.ops.push_back({Op::kMkdir, "", r + "/etc"});
   if (::access("/etc/ld.so.cache", R_OK) == 0)
     plan.ops.push_back({Op::kBindFile, "/etc/ld.so.cache", r + "/etc/ld.so.cache"});
-  plan.ops.push_back({Op::kMkdir, "", r + "/dev"});
+  // With KVM, /dev is its own tmpfs holding a private /dev/kvm node owned
+  // by the VMM's uid: a bind of the host node would inherit the root's
+  // nodev and the host node's root-only mode.
+  struct stat kvm_st{};
+  bool kvm_node = kvm && ::stat("/dev/kvm", &kvm_st) == 0 && S_ISCHR(kvm_st.st_mode);
+  plan.ops.push_back({kvm_node ? Op::kDevDir : Op::kMkdir, "", r + "/dev"});
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"})
     plan.ops.push_back({Op::kBindFile, dev, r + dev});
-  if (kvm) plan.ops.push_back({Op::kBindFile, "/dev/kvm", r + "/dev/kvm"});
+  if (kvm_node) plan.ops.push_back({Op::kCharDev, "", r + "/dev/kvm", kvm_st.st_rdev});
   plan.ops.push_back({Op::kMkdir, "", r + "/vm"});
   for (const auto& [host, inside] : files) plan.ops.push_back({Op::kBindFile, host, r + inside});
 }

@@ -17,9 +17,13 @@ namespace skiff::microvm {
 struct VmmPlan {
   // One step that builds the VMM's root inside `root` (a fresh tmpfs).
   struct Op {
-    enum Kind { kMkdir, kSymlink, kBindDir, kBindFile } kind;
+    // kDevDir: a small tmpfs that, unlike the root, allows device nodes.
+    // kCharDev: a character device node (rdev) owned by the VMM's uid, so
+    // the unprivileged VMM can open it whatever the host node's mode.
+    enum Kind { kMkdir, kSymlink, kBindDir, kBindFile, kDevDir, kCharDev } kind;
     std::string src;  // kSymlink: link target; kBind*: host path
     std::string dst;  // absolute path under `root`
+    dev_t rdev = 0;   // kCharDev
   };
   std::string root;                // host directory the tmpfs is mounted on
   std::vector<Op> ops;
