@@ -486,7 +486,7 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   });
   // The list shows the exec in flight.
   bool saw_busy = false;
-  for (int i = 0; i < 100 && !saw_busy; ++i) {
+  for (int i = 0; i < 400 && !saw_busy; ++i) {
     for (const auto& s : ListSandboxes()) {
       if (s["sandbox_id"] == id && s["exec_in_flight"] == 1) {
         saw_busy = true;
@@ -497,7 +497,7 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
     if (!saw_busy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(saw_busy);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let "partial" arrive
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // let "partial" arrive
   // Stop with an uppercase, unhyphenated id: accepted, canonical in the answer.
   std::string odd = id;
   odd.erase(std::remove(odd.begin(), odd.end(), '-'), odd.end());
@@ -596,8 +596,8 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   EXPECT_EQ(r["stderr"], "\xEF\xBF\xBD");
   EXPECT_EQ(r["stderr_truncated"], false);
   // Timeouts: S200 with partial output in details; 0 never starts.
-  auto e = CallErr("sandbox::exec", P({{"argv", {"sh", "-c", "echo early; exec sleep 30"}}, {"timeout_ms", 1500}}), "S200");
-  EXPECT_EQ(e["message"], "exec timed out after 1500 ms");
+  auto e = CallErr("sandbox::exec", P({{"argv", {"sh", "-c", "echo early; exec sleep 30"}}, {"timeout_ms", 2500}}), "S200");
+  EXPECT_EQ(e["message"], "exec timed out after 2500 ms");
   ASSERT_TRUE(e.contains("details"));
   EXPECT_EQ(e["details"]["stdout"], "early\n");
   EXPECT_TRUE(e["details"]["duration_ms"].is_number_integer());
@@ -628,7 +628,7 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
     sleepers.emplace_back([&] { d().Call("sandbox::exec", P({{"argv", {"sleep", "4"}}})); });
   }
   bool full = false;
-  for (int i = 0; i < 60 && !full; ++i) {
+  for (int i = 0; i < 200 && !full; ++i) {
     for (const auto& s : ListSandboxes()) {
       if (s["sandbox_id"] == sid() && s["exec_slots_free"] == 0) full = true;
     }
@@ -689,10 +689,10 @@ TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
 
   // Step errors are wrapped; the timeout keeps its partial output.
   auto e = CallErr("sandbox::run", {{"image", "base"}, {"lang", "bash"}, {"code", "echo half; exec sleep 30"},
-                                    {"timeout_ms", 1500}, {"isolation", iso()}},
+                                    {"timeout_ms", 2500}, {"isolation", iso()}},
                    "S200");
   EXPECT_THAT(e["message"].get<std::string>(), StartsWith("during sandbox::run step `exec` (sandbox_id="));
-  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("exec timed out after 1500 ms"));
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("exec timed out after 2500 ms"));
   EXPECT_EQ(e["fix"]["context"], "during sandbox::run step `exec`");
   EXPECT_EQ(e["fix"]["inner_code"], "S200");
   EXPECT_TRUE(e["fix_note"].is_null());
