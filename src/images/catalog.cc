@@ -65,7 +65,7 @@ std::optional<std::string> Catalog::InstalledDigest(const std::string& name) con
   return std::nullopt;
 }
 
-Result<ResolvedImage> Catalog::Resolve(const std::string& name) {
+Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image) {
   if (!Known(name) || !config_.ImageAllowed(name)) {
     std::string allowed;
     for (const auto& e : List()) {
@@ -120,12 +120,14 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name) {
   ResolvedImage out;
   out.name = name;
   out.rootfs.layers.push_back({"/", {store.RootfsDir(*digest)}});
-  auto block = store.EnsureBlockImage(*digest, "erofs");
-  if (block.ok()) {
-    out.rootfs.block_image = *block;
-    out.rootfs.block_fstype = "erofs";
-  } else {
-    SKIFF_LOG(Warn) << "image " << name << ": no block image: " << block.error().message();
+  if (block_image) {
+    auto block = store.EnsureBlockImage(*digest, "erofs");
+    if (block.ok()) {
+      out.rootfs.block_image = *block;
+      out.rootfs.block_fstype = "erofs";
+    } else {
+      SKIFF_LOG(Warn) << "image " << name << ": no block image: " << block.error().message();
+    }
   }
   out.env = meta->env;
   out.workdir = meta->workdir;

@@ -45,8 +45,10 @@ class Catalog {
   bool Known(const std::string& name) const;
   bool Installed(const std::string& name) const;
   // Resolves an installed image (installing it first when auto_install).
-  // S101 / S102 as the spec says.
-  Result<ResolvedImage> Resolve(const std::string& name);
+  // S101 / S102 as the spec says. `block_image`: also build (once, cached)
+  // the read-only block image the microVM backend boots from; the jail
+  // never needs it, and for a large fresh image it is most of the cost.
+  Result<ResolvedImage> Resolve(const std::string& name, bool block_image = true);
 
   // Extension: where auto-install progress lines go (mmdebstrap output,
   // layer steps). Default: none.

@@ -319,13 +319,11 @@ Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
     if (meta.user.size() > 64) return BadArchive("config User too long");
   }
 
-  // Called without the build lock held (EnsureBlockImage takes it).
+  // The microVM block image is built on the first microVM use
+  // (Catalog::Resolve), not here: a jail never needs it, and for a large
+  // image it costs more than the download.
   auto finish = [&](const ImageMeta& m) -> Result<ImageMeta> {
     SKIFF_RETURN_IF_ERROR(store.SetCurrent(name, m.digest));
-    auto block = store.EnsureBlockImage(m.digest);
-    if (!block.ok()) {
-      SKIFF_LOG(Warn) << "image " << name << ": no block image: " << block.error().message();
-    }
     return m;
   };
   if (auto have = store.Read(digest)) {

@@ -220,6 +220,11 @@ std::vector<std::string> SandboxManager::available_isolations() const {
   return out;
 }
 
+std::string SandboxManager::microvm_accel() const {
+  if (!isolators_.count("microvm")) return {};
+  return KvmUsable() ? "kvm" : "tcg";
+}
+
 nlohmann::json SandboxManager::Doctor() {
   nlohmann::json d = {{"default_isolation", default_isolation_},
                       {"kvm", KvmUsable()},
@@ -349,7 +354,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
   auto iso_it = isolators_.find(p.isolation);
   if (iso_it == isolators_.end())
     return Platform("isolation", "isolation '" + p.isolation + "' is not available on this host");
-  SKIFF_ASSIGN_OR_RETURN(ResolvedImage img, catalog_.Resolve(p.image));
+  SKIFF_ASSIGN_OR_RETURN(ResolvedImage img, catalog_.Resolve(p.image, p.isolation == "microvm"));
 
   auto sb = std::make_shared<Sandbox>();
   sb->id = NewUuid();
