@@ -1246,12 +1246,8 @@ Server::Server(SandboxManager& manager, Config config)
   manager.SetCreateObserver([m = &impl_->metrics](const std::string&, bool pooled, double secs) {
     m->CreateSeconds(pooled, secs);
   });
-  auto avail = manager.available_isolations();
-  if (std::find(avail.begin(), avail.end(), "microvm") != avail.end()) {
-    int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    impl_->accel = fd >= 0 ? "kvm" : "tcg";
-    if (fd >= 0) ::close(fd);
-  }
+  // The backend's own verdict: a /dev/kvm that opens may still not boot guests.
+  if (std::string accel = manager.microvm_accel(); !accel.empty()) impl_->accel = accel;
 }
 
 Server::~Server() {

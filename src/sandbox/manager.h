@@ -156,6 +156,8 @@ class SandboxManager {
   std::string default_isolation() const { return default_isolation_; }
   std::vector<std::string> available_isolations() const;
   nlohmann::json Doctor();
+  // The microVM accelerator in use ("kvm" or "tcg"); empty without microVM.
+  std::string microvm_accel() const;
   // Counters for /metrics.
   struct Stats {
     std::atomic<uint64_t> created{0}, reaped{0}, execs{0};

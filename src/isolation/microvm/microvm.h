@@ -36,7 +36,6 @@ namespace microvm {
 //                 built by scripts/build-kernel)
 std::string QemuBinary();
 std::string KernelPath();
-// /dev/kvm opens read-write.
 // True when /dev/kvm opens read-write and a guest kernel actually boots
 // under it (probed once per host/QEMU/kernel and cached). SKIFF_MICROVM_ACCEL
 // = tcg | kvm overrides the probe.
