@@ -24,7 +24,12 @@ function(skiff_test)
   if(T_RUN_SERIAL)
     set(serial TRUE)
   endif()
+  # gtest_discover_tests passes PROPERTIES through a command line that
+  # loses escaped semicolons, so a second label would shift the list (it
+  # swallowed TIMEOUT's name, and RUN_SERIAL was lost). One label joins them
+  # with commas; `ctest -L` matches labels by regex, so -L needs_root works.
+  string(REPLACE ";" "," labels "${T_LABELS}")
   gtest_discover_tests(${T_NAME}
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ${serial}
+    PROPERTIES LABELS "${labels}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ${serial}
     DISCOVERY_TIMEOUT 60)
 endfunction()
