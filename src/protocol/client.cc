@@ -15,37 +15,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Status WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd pf{fd, POLLOUT, 0};
-        ::poll(&pf, 1, 1000);
-        continue;
-      }
-      return Error::Sys(Code::kS300, "write", "agent channel", errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return OkStatus();
-}
-
-// Writes the header and the payload with as few syscalls as the socket
-// allows (sendmsg gathers both; partial writes continue where they stopped).
-Status WriteAllV(int fd, const char* header, std::string_view payload) {
-  iovec iov[2] = {{const_cast<char*>(header), kHeaderSize},
-                  {const_cast<char*>(payload.data()), payload.size()}};
+// Writes every byte of iov[0..count) (sendmsg gathers them; partial
+// writes continue where they stopped; a full socket is waited out).
+Status WriteAllV(int fd, iovec* iov, int count) {
   int first = 0;
-  while (first < 2) {
+  while (first < count) {
     msghdr m{};
     m.msg_iov = iov + first;
-    m.msg_iovlen = static_cast<size_t>(2 - first);
+    m.msg_iovlen = static_cast<size_t>(count - first);
     ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
-    if (w < 0 && errno == ENOTSOCK) w = ::writev(fd, iov + first, 2 - first);
+    if (w < 0 && errno == ENOTSOCK) w = ::writev(fd, iov + first, count - first);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
@@ -56,16 +35,21 @@ Status WriteAllV(int fd, const char* header, std::string_view payload) {
       return Error::Sys(Code::kS300, "write", "agent channel", errno);
     }
     auto left = static_cast<size_t>(w);
-    while (first < 2 && left >= iov[first].iov_len) {
+    while (first < count && left >= iov[first].iov_len) {
       left -= iov[first].iov_len;
       ++first;
     }
-    if (first < 2) {
+    if (first < count) {
       iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
       iov[first].iov_len -= left;
     }
   }
   return OkStatus();
+}
+
+Status WriteAll(int fd, const char* p, size_t n) {
+  iovec iov{const_cast<char*>(p), n};
+  return WriteAllV(fd, &iov, 1);
 }
 
 bool IsFinal(Event::Kind k) {
@@ -258,8 +242,9 @@ Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string
   }
   char header[kHeaderSize];
   EncodeHeader(header, static_cast<uint32_t>(payload.size()), stream, type, flags);
+  iovec iov[2] = {{header, kHeaderSize}, {const_cast<char*>(payload.data()), payload.size()}};
   std::lock_guard<std::mutex> lk(write_mu_);
-  return WriteAllV(fd_.get(), header, payload);
+  return WriteAllV(fd_.get(), iov, 2);
 }
 
 void Client::ForgetStream(uint32_t id) {

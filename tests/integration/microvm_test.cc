@@ -30,6 +30,7 @@
 #include "isolation/microvm/microvm.h"
 #include "base/sha256.h"
 #include "protocol/client.h"
+#include "busybox_rootfs.h"
 
 namespace skiff {
 namespace {
@@ -48,27 +49,7 @@ std::string Trim(std::string s) {
   return s;
 }
 
-// A busybox root filesystem as an erofs image, cached by busybox's hash.
-std::string TestRootfs() {
-  auto digest = Sha256File("/bin/busybox");
-  if (!digest.ok()) return "";
-  std::string dir = paths::CacheDir() + "/microvm-test";
-  std::string image = dir + "/busybox-" + digest->substr(0, 16) + "-v1.erofs";
-  struct stat st{};
-  if (::stat(image.c_str(), &st) == 0) return image;
-  std::string tree = dir + "/tree-" + RandomHex(4);
-  std::string script =
-      "set -e; trap 'rm -rf " + tree + "' EXIT; mkdir -p " + tree + "/bin " + tree + "/etc " + tree + "/root " + tree +
-      "/home " + tree + "/usr; cp /bin/busybox " + tree + "/bin/busybox; ln -s ../bin " + tree +
-      "/usr/bin; for a in sh echo cat uname ls nc ps sleep true false mkdir id hostname wc "
-      "grep head ip ifconfig; do ln -s busybox " + tree + "/bin/$a; done; "
-      "echo 'root:x:0:0:root:/root:/bin/sh' > " + tree + "/etc/passwd; "
-      "echo 'root:x:0:' > " + tree + "/etc/group; echo image > " + tree + "/etc/marker; "
-      "mkfs.erofs " + image + ".tmp " + tree + " >/dev/null && mv " + image + ".tmp " +
-      image;
-  if (std::system(("mkdir -p " + dir + "; " + script).c_str()) != 0) return "";
-  return image;
-}
+std::string TestRootfs() { return testing_support::BusyboxRootfs(); }
 
 struct ExecOut {
   std::string out, err;

@@ -32,6 +32,7 @@
 #include "isolation/microvm/microvm.h"
 #include "isolation/net/sandbox_net.h"
 #include "protocol/client.h"
+#include "busybox_rootfs.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
@@ -131,27 +132,7 @@ bool Alive(pid_t pid) {
   return ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0;
 }
 
-// A busybox root filesystem as an erofs image (the one microvm_test uses).
-std::string BusyboxRootfs() {
-  auto digest = Sha256File("/bin/busybox");
-  if (!digest.ok()) return "";
-  std::string dir = paths::CacheDir() + "/microvm-test";
-  std::string image = dir + "/busybox-" + digest->substr(0, 16) + "-v1.erofs";
-  struct stat st{};
-  if (::stat(image.c_str(), &st) == 0) return image;
-  std::string tree = dir + "/tree-" + RandomHex(4);
-  std::string script =
-      "set -e; trap 'rm -rf " + tree + "' EXIT; mkdir -p " + tree + "/bin " + tree + "/etc " + tree + "/root " + tree +
-      "/home " + tree + "/usr; cp /bin/busybox " + tree + "/bin/busybox; ln -s ../bin " + tree +
-      "/usr/bin; for a in sh echo cat uname ls nc ps sleep true false mkdir id hostname wc "
-      "grep head ip ifconfig; do ln -s busybox " + tree + "/bin/$a; done; "
-      "echo 'root:x:0:0:root:/root:/bin/sh' > " + tree + "/etc/passwd; "
-      "echo 'root:x:0:' > " + tree + "/etc/group; echo image > " + tree + "/etc/marker; "
-      "mkfs.erofs " + image + ".tmp " + tree + " >/dev/null && mv " + image + ".tmp " +
-      image;
-  if (std::system(("mkdir -p " + dir + "; " + script).c_str()) != 0) return "";
-  return image;
-}
+using testing_support::BusyboxRootfs;
 
 std::string Sh(proto::Client& c, const std::string& script, int timeout_ms = 30000) {
   auto s = c.Open(json{{"op", "exec"},

@@ -13,77 +13,13 @@
 #include <gtest/gtest.h>
 
 #include "base/paths.h"
+#include "footprint.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
 namespace {
 
-std::set<int> Pids() {
-  std::set<int> out;
-  DIR* d = opendir("/proc");
-  while (dirent* e = readdir(d))
-    if (int p = atoi(e->d_name); p > 0) out.insert(p);
-  closedir(d);
-  return out;
-}
-
-std::string Comm(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
-int PPid(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  for (std::string l; std::getline(f, l);)
-    if (l.rfind("PPid:", 0) == 0) return std::stoi(l.substr(5));
-  return -1;
-}
-
-size_t CountLines(const std::string& path, const std::string& needle) {
-  std::ifstream f(path);
-  size_t n = 0;
-  for (std::string l; std::getline(f, l);)
-    if (needle.empty() || l.find(needle) != std::string::npos) ++n;
-  return n;
-}
-
-size_t CountDir(const std::string& path) {
-  DIR* d = opendir(path.c_str());
-  if (!d) return 0;
-  size_t n = 0;
-  while (dirent* e = readdir(d))
-    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
-  closedir(d);
-  return n;
-}
-
-// What a sandbox could leave behind on the host.
-struct Footprint {
-  size_t agents = 0, mounts = 0, fds = 0, state_dirs = 0, cgroups = 0;
-  bool operator==(const Footprint&) const = default;
-  std::string str() const {
-    std::ostringstream o;
-    o << "agents=" << agents << " mounts=" << mounts << " fds=" << fds << " state_dirs=" << state_dirs
-      << " cgroups=" << cgroups;
-    return o.str();
-  }
-};
-
-Footprint Measure() {
-  Footprint f;
-  // This manager's agents are its direct children (the jail starts the
-  // sandbox init itself); agents of other test binaries do not count.
-  for (int p : Pids())
-    if (Comm(p) == "skiff-agent" && PPid(p) == getpid()) ++f.agents;
-  f.mounts = CountLines("/proc/self/mountinfo", "");
-  f.fds = CountDir("/proc/self/fd");
-  f.state_dirs = CountDir(paths::RuntimeDir() + "/sandboxes");
-  for (const char* c : {"memory", "pids", "cpu", "unified"})
-    f.cgroups += CountDir(std::string("/sys/fs/cgroup/") + c + "/skiff");
-  return f;
-}
+using namespace testing_support;
 
 class SandboxTest : public ::testing::Test {
  protected:
