@@ -661,7 +661,8 @@ std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
 // first console line. A /dev/kvm that opens is not enough: nested or
 // half-working KVM (seen on cloud VMs) creates VMs whose guests never run,
 // and every sandbox would then time out instead of falling back to TCG.
-bool KvmBootsTheGuestKernel(std::string* why) {
+bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
+  *from_cache = false;
   std::string qemu = QemuBinary(), kernel = KernelPath();
   if (::access(qemu.c_str(), X_OK) != 0 || ::access(kernel.c_str(), R_OK) != 0) {
     *why = "QEMU or the guest kernel is missing";
@@ -671,8 +672,9 @@ bool KvmBootsTheGuestKernel(std::string* why) {
   std::string cache = paths::CacheDir() + "/microvm/kvm-probe-" + key;
   if (!key.empty()) {
     std::string cached = Trim(ReadSmall(cache));
+    *from_cache = cached == "ok" || cached.rfind("fail:", 0) == 0;
     if (cached == "ok") return true;
-    if (cached.rfind("fail:", 0) == 0) {
+    if (*from_cache) {
       *why = cached.substr(5);
       return false;
     }
@@ -759,10 +761,16 @@ const KvmVerdict& Kvm() {
       return k;
     }
     std::string why;
-    k.usable = KvmBootsTheGuestKernel(&why);
+    bool cached = false;
+    k.usable = KvmBootsTheGuestKernel(&why, &cached);
     if (!k.usable) {
       k.note = "/dev/kvm opens but " + why + "; VMs run under TCG emulation";
-      SKIFF_LOG(Warn) << "microvm: " << k.note;
+      // Loud once, when the probe ran; later processes read the verdict.
+      if (cached) {
+        SKIFF_LOG(Info) << "microvm: " << k.note;
+      } else {
+        SKIFF_LOG(Warn) << "microvm: " << k.note;
+      }
     }
     return k;
   }();
