@@ -100,6 +100,17 @@ class ImageLeaseTest : public ::testing::Test {
     return m.ok() ? std::move(m).value() : nullptr;
   }
 
+  // mgr_ with custom image "tiny" (a docker-save archive of the tiny
+  // rootfs, auto-installed on first create); returns the image's digest.
+  std::string UseTinyImage() {
+    std::string archive = dir_ + "/tiny.tar";
+    std::string digest = Sha256Hex(MakeArchive(archive));
+    Config c;
+    c.custom_images = {{"tiny", archive}};
+    mgr_ = Manager(c);
+    return digest;
+  }
+
   // A docker-save archive of the tiny rootfs; returns its config bytes.
   std::string MakeArchive(const std::string& out) {
     std::string stage = dir_ + "/stage", rootfs = stage + "/rootfs";
@@ -197,12 +208,7 @@ TEST_F(ImageLeaseTest, SandboxInAnotherProcessKeepsItsImageUntilKilled) {
 }
 
 TEST_F(ImageLeaseTest, StopReleasesTheLeaseAndRmThenDeletes) {
-  std::string archive = dir_ + "/tiny.tar";
-  std::string cfg = MakeArchive(archive);
-  const std::string d = Sha256Hex(cfg);
-  Config c;
-  c.custom_images = {{"tiny", archive}};
-  mgr_ = Manager(c);
+  const std::string d = UseTinyImage();
   ASSERT_TRUE(mgr_);
   CreateSpec cs;
   cs.image = "tiny";
@@ -235,11 +241,7 @@ TEST_F(ImageLeaseTest, StopReleasesTheLeaseAndRmThenDeletes) {
 }
 
 TEST_F(ImageLeaseTest, ImageEnvWorkdirAndUserAreSandboxDefaults) {
-  std::string archive = dir_ + "/tiny.tar";
-  MakeArchive(archive);
-  Config c;
-  c.custom_images = {{"tiny", archive}};
-  mgr_ = Manager(c);
+  UseTinyImage();
   ASSERT_TRUE(mgr_);
   CreateSpec cs;
   cs.image = "tiny";

@@ -870,6 +870,18 @@ TEST(Import, AutoInstallImportsAnArchiveOnFirstResolve) {
   EXPECT_EQ(r->env[1], "MODE=test");
 }
 
+// Concurrent installs of one image left exactly one store entry and no
+// temporary directory behind.
+void ExpectOneEntryAndNoTemp(const fs::path& store) {
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(store / "store")) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_TRUE(fs::is_empty(store / "tmp"));
+}
+
 TEST(Import, ConcurrentImportsOfOneImageBuildOnce) {
   TempDir dir;
   Store store(dir / "store");
@@ -884,13 +896,7 @@ TEST(Import, ConcurrentImportsOfOneImageBuildOnce) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(ok.load(), 4);
-  size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir / "store/store")) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 1u);
-  EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
+  ExpectOneEntryAndNoTemp(dir / "store");
 }
 
 // Concurrent first uses through the catalog (auto-install) build once: one
@@ -926,13 +932,7 @@ TEST(Import, ConcurrentFirstResolvesBuildOnce) {
   EXPECT_EQ(ok.load(), 6);
   EXPECT_EQ(layer_lines, 1) << "layers were applied more than once";
   for (const auto& r : roots) EXPECT_EQ(r, roots[0]);
-  size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir / "store/store")) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 1u);
-  EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
+  ExpectOneEntryAndNoTemp(dir / "store");
 }
 
 // A build interrupted half-way (an entry without image.json, a temp dir)
