@@ -217,7 +217,8 @@ TEST_F(MicrovmTest, BootsAndRunsTheGuestKernel) {
             << d["boot_ms"] << " guest_ready_ms=" << info->value("ready_ms", json()).dump()
             << " vmm_cpu_ms=" << d["vmm_cpu_ms"] << " vmm_rss_kib=" << d["vmm_rss_kib"]
             << " guest_rss_kib=" << d["guest_rss_kib"] << " vmm_overhead_kib="
-            << d["vmm_overhead_kib"] << " exec_rtt_median_ms=" << rtt[rtt.size() / 2]
+            << d["vmm_overhead_kib"] << " vmm_private_overhead_kib=" << d["vmm_private_overhead_kib"]
+            << " exec_rtt_median_ms=" << rtt[rtt.size() / 2]
             << " exec_rtt_min_ms=" << rtt.front() << " accel=" << d["accel"] << std::endl;
 }
 

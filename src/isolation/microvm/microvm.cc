@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -50,13 +51,25 @@ constexpr uint64_t kMaxLogBytes = 4u << 20;
 constexpr uint32_t kVmmUidBase = 2100000000;
 constexpr uint32_t kVmmUidRange = 1000000;
 
-// Measured under TCG (docs/microvm.md): console on the 8250, no PCI probe,
-// no i8042, trust the TSC, fixed loops-per-jiffy, no KASLR; reboot=t and
-// panic=-1 turn any guest failure into a reset, which -no-reboot makes QEMU
-// exit on.
+// Measured under TCG (docs/microvm.md): console on the 8250, no i8042,
+// trust the TSC, fixed loops-per-jiffy; reboot=t and panic=-1 turn any
+// guest failure into a reset, which -no-reboot makes QEMU exit on.
 constexpr const char* kBootArgs =
-    "console=ttyS0 quiet panic=-1 reboot=t pci=off i8042.noaux i8042.nomux i8042.nopnp "
-    "i8042.dumbkbd tsc=reliable no_timer_check lpj=5000000";
+    "console=ttyS0 quiet panic=-1 reboot=t i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "
+    "tsc=reliable no_timer_check lpj=5000000";
+
+// Only under TCG (docs/microvm.md, "Boot under TCG"):
+// - tsc_early_khz: the host's TSC rate, so a busy host cannot fail the
+//   guest's TSC calibration (added with the rate, below);
+// - noapictimer: the PIT drives the tick instead of a local APIC timer the
+//   kernel would first calibrate for 100 ms of guest time (200-300 ms of
+//   wall time emulated);
+// - norandmaps: no address-space randomisation inside the guest. TCG caches
+//   translated code by virtual address, so with randomisation every new
+//   process translated ld.so and libc again: a dynamically linked
+//   /bin/true took 30-50 ms, without it 8 ms. The VM boundary does not
+//   depend on it; under KVM randomisation stays on.
+constexpr const char* kTcgBootArgs = " noapictimer norandmaps";
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -152,13 +165,33 @@ bool OwnerGone(const std::string& tag) {
 
 std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
-// CPU time (ms) and RSS (KiB) of a process, and the RSS of its largest
-// anonymous mapping of exactly `guest_bytes` (the guest RAM) if found.
+// What a VMM costs the host, measured like Firecracker: CPU time, and
+// memory as host RSS minus the guest's RAM. The guest RAM is the one
+// anonymous mapping of exactly the guest's size; everything else resident
+// is the VMM's own (TCG's translation cache, QEMU's heap, binaries). Of
+// that, `private` counts only pages no other process shares: the real cost
+// of one more VM (the kernel, initramfs and QEMU's text are page cache
+// shared by every VM).
 struct VmmUsage {
   int64_t cpu_ms = -1;
   int64_t rss_kib = -1;
-  int64_t guest_rss_kib = 0;
+  int64_t guest_rss_kib = -1;     // -1: the guest RAM mapping was not found
+  int64_t private_kib = 0;        // Private_Clean + Private_Dirty, all mappings
+  int64_t guest_private_kib = 0;  // the same, guest RAM only
 };
+
+// "7f12a000-7f12b000 rw-p 00000000 00:00 0   [path]": a mapping header, as
+// opposed to a "Key:   value kB" line.
+bool SmapsHeader(const std::string& line, uint64_t* size) {
+  auto sp = line.find(' ');
+  auto dash = line.find('-');
+  if (sp == std::string::npos || dash == std::string::npos || dash > sp) return false;
+  if (line.find(':') < sp) return false;
+  unsigned long long lo = 0, hi = 0;
+  if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) != 2 || hi < lo) return false;
+  *size = hi - lo;
+  return true;
+}
 
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
   VmmUsage u;
@@ -179,17 +212,26 @@ VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
   std::istringstream status(ReadSmall(base + "/status"));
   for (std::string line; std::getline(status, line);)
     if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atoll(line.c_str() + 6);
-  // smaps: the guest RAM is one anonymous mapping of (at least) guest_bytes.
   std::istringstream smaps(ReadSmall(base + "/smaps"));
-  bool in_guest = false;
+  bool in_guest = false, found = false;
+  int64_t guest_rss = 0;
   for (std::string line; std::getline(smaps, line);) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(' ') < 20) {
-      in_guest = hi - lo >= guest_bytes && hi - lo <= guest_bytes + (4u << 20);
+    uint64_t size = 0;
+    if (SmapsHeader(line, &size)) {
+      // Only the first mapping of exactly the guest's size: QEMU's RAM block.
+      in_guest = !found && size == guest_bytes;
+      found = found || in_guest;
       continue;
     }
-    if (in_guest && line.rfind("Rss:", 0) == 0) u.guest_rss_kib += std::atoll(line.c_str() + 4);
+    bool priv = line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0;
+    int64_t kib = priv ? std::atoll(line.c_str() + 14) : 0;
+    u.private_kib += kib;
+    if (in_guest) {
+      u.guest_private_kib += kib;
+      if (line.rfind("Rss:", 0) == 0) guest_rss += std::atoll(line.c_str() + 4);
+    }
   }
+  if (found) u.guest_rss_kib = guest_rss;
   return u;
 }
 
@@ -300,8 +342,11 @@ class MicrovmInstance : public Instance {
       VmmUsage u = ReadUsage(pid_, guest_bytes_);
       d["vmm_cpu_ms"] = u.cpu_ms;
       d["vmm_rss_kib"] = u.rss_kib;
-      d["guest_rss_kib"] = u.guest_rss_kib;
-      if (u.rss_kib >= 0) d["vmm_overhead_kib"] = u.rss_kib - u.guest_rss_kib;
+      if (u.guest_rss_kib >= 0 && u.rss_kib >= 0) {
+        d["guest_rss_kib"] = u.guest_rss_kib;
+        d["vmm_overhead_kib"] = u.rss_kib - u.guest_rss_kib;
+        d["vmm_private_overhead_kib"] = u.private_kib - u.guest_private_kib;
+      }
     }
     return d;
   }
@@ -806,6 +851,7 @@ std::string KernelCmdline(const SandboxPolicy& policy, bool kvm) {
   // SKIFF_MICROVM_DEBUG=1: the whole kernel log on the console.
   if (Env("SKIFF_MICROVM_DEBUG") == "1") out.replace(out.find(" quiet"), 6, "");
   if (!kvm) {
+    out += kTcgBootArgs;
     if (uint64_t khz = HostTscKhz()) out += " tsc_early_khz=" + std::to_string(khz);
   }
   // The guest re-checks these; only plain tokens are passed.
