@@ -127,6 +127,7 @@ class Loop {
 
   // Input.
   void OnFrame(proto::Frame f);
+  void OnResume(const json& r);
   void OnOpen(uint32_t id, const std::string& payload);
   void StartExec(uint32_t id, const json& req);
   void StartWrite(uint32_t id, const json& req);
@@ -153,6 +154,7 @@ class Loop {
   bool shutdown_ = false;
   bool channel_eof_ = false;
   int64_t ready_ms_ = 0;
+  bool restored_ = false;  // resumed from a snapshot
   std::map<uint32_t, std::unique_ptr<StreamState>> streams_;
   std::map<pid_t, uint32_t> exec_pids_;
 };
@@ -202,10 +204,51 @@ bool Loop::Flush() {
   return true;
 }
 
+// The host restored this VM from a snapshot (docs/microvm.md, "Snapshots")
+// and sends, before its own HELLO, what makes the copy this sandbox's own.
+// Only a VM guest accepts it, only before the host's HELLO; a guest that
+// cannot apply it ends rather than serve a copied CRNG state.
+void Loop::OnResume(const json& r) {
+  if (!opt_.vm || hello_) {
+    SKIFF_LOG(Warn) << "resume ignored: " << (opt_.vm ? "after the host's HELLO" : "not a VM guest");
+    return;
+  }
+  std::string seed;
+  const json* hex = r.is_object() && r.contains("seed") ? &r["seed"] : nullptr;
+  bool ok = hex && hex->is_string() && hex->get_ref<const std::string&>().size() % 2 == 0 &&
+            r.contains("realtime_ns") && r["realtime_ns"].is_number_integer() &&
+            (!r.contains("hostname") || r["hostname"].is_string());
+  if (ok) {
+    const std::string& h = hex->get_ref<const std::string&>();
+    auto nib = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    for (size_t i = 0; ok && i < h.size(); i += 2) {
+      int hi = nib(h[i]), lo = nib(h[i + 1]);
+      ok = hi >= 0 && lo >= 0;
+      seed += static_cast<char>(hi * 16 + lo);
+    }
+  }
+  Status st = ok ? VmResume(seed, r["realtime_ns"].get<int64_t>(), r.value("hostname", std::string()))
+                 : Status(InvalidRequest("malformed resume request"));
+  explicit_bzero(seed.data(), seed.size());
+  if (!st.ok()) VmPowerOff("skiff-agent: resume: " + st.error().message());
+  restored_ = true;
+  ready_ms_ = BootMs();
+  json ops = json::array();
+  for (const auto& o : SupportedOps()) ops.push_back(o);
+  SendJson(0, Type::kHello,
+           json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"ops", ops}, {"restored", true}});
+}
+
 void Loop::OnFrame(proto::Frame f) {
   switch (f.type) {
     case Type::kHello: {
       json h = json::parse(f.payload, nullptr, false);
+      if (h.is_object() && h.contains("resume")) {
+        OnResume(h["resume"]);
+        return;
+      }
       if (!h.is_object() || !h.contains("proto") || h["proto"] != proto::kVersion) {
         SKIFF_LOG(Warn) << "host HELLO is not protocol " << proto::kVersion;
       }
@@ -314,7 +357,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
       utsname u{};
       ::uname(&u);
       r = json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"kernel", u.release},
-               {"ready_ms", ready_ms_}, {"pid", ::getpid()}};
+               {"ready_ms", ready_ms_}, {"pid", ::getpid()}, {"restored", restored_}};
     } else if (op == o::kShutdown) {
       shutdown_ = true;
       r = json::object();

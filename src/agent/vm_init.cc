@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
+#include <linux/random.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -207,6 +208,36 @@ void ConfigureNetwork(bool user_net) {
 bool IsVmGuestInit() { return ::getpid() == 1 && ::access(kMarker, F_OK) == 0; }
 
 int64_t VmReadyMillis() { return g_ready_ms; }
+
+Status VmResume(std::string_view seed, int64_t realtime_ns, std::string_view hostname) {
+  if (seed.size() < 32 || seed.size() > 256) return InvalidRequest("resume: seed must be 32-256 bytes");
+  if (realtime_ns <= 0) return InvalidRequest("resume: bad realtime_ns");
+  if (!hostname.empty() && !SafeToken(std::string(hostname), 63))
+    return InvalidRequest("resume: bad hostname");
+  // rand_pool_info ends in a flexible array: header and bytes in one buffer.
+  alignas(rand_pool_info) unsigned char buf[sizeof(rand_pool_info) + 256] = {};
+  auto* info = reinterpret_cast<rand_pool_info*>(buf);
+  info->entropy_count = static_cast<int>(seed.size() * 8);
+  info->buf_size = static_cast<int>(seed.size());
+  std::memcpy(buf + sizeof(rand_pool_info), seed.data(), seed.size());
+  int fd = ::open("/dev/urandom", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Error::Sys(Code::kS300, "open", "/dev/urandom", errno);
+  int rc = ::ioctl(fd, RNDADDENTROPY, info);
+  int err = errno;
+  if (rc == 0) {
+    rc = ::ioctl(fd, RNDRESEEDCRNG);
+    err = errno;
+  }
+  ::close(fd);
+  explicit_bzero(buf, sizeof buf);
+  if (rc != 0) return Error::Sys(Code::kS300, "ioctl(RNDRESEEDCRNG)", "/dev/urandom", err);
+  timespec ts{static_cast<time_t>(realtime_ns / 1000000000), static_cast<long>(realtime_ns % 1000000000)};
+  if (::clock_settime(CLOCK_REALTIME, &ts) != 0)
+    return Error::Sys(Code::kS300, "clock_settime", "CLOCK_REALTIME", errno);
+  if (!hostname.empty() && ::sethostname(hostname.data(), hostname.size()) != 0)
+    return Error::Sys(Code::kS300, "sethostname", std::string(hostname), errno);
+  return OkStatus();
+}
 
 [[noreturn]] void VmPowerOff(std::string_view why) {
   if (!why.empty()) {

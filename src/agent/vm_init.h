@@ -41,6 +41,15 @@ Result<int> VmInit();
 // -1 when VmInit() has not run (e.g. in the jail).
 int64_t VmReadyMillis();
 
+// A VM restored from a snapshot is a copy of a template guest: same CRNG
+// state, a wall clock stopped at the snapshot, the template's hostname.
+// VmResume makes it this sandbox's own: mixes `seed` (fresh host entropy,
+// >= 32 bytes) into the input pool and forces a CRNG reseed
+// (RNDADDENTROPY, RNDRESEEDCRNG), sets CLOCK_REALTIME, sets the hostname
+// (empty: unchanged). Any failure is an error: the caller must not serve a
+// guest whose random numbers could repeat another sandbox's.
+Status VmResume(std::string_view seed, int64_t realtime_ns, std::string_view hostname);
+
 // Ends the VM: syncs, then resets the machine, which the host's VMM (started
 // with -no-reboot) treats as exit. The guest kernel has no ACPI, so
 // reboot(RB_POWER_OFF) would only halt the CPUs and leave QEMU running until

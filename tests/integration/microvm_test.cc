@@ -417,5 +417,176 @@ TEST_F(MicrovmTest, RejectsWhatItCannotRun) {
   EXPECT_TRUE(doc["qemu_found"].get<bool>());
 }
 
+// Snapshots (docs/microvm.md): the first VM of a shape saves a template,
+// later ones are restored from it and then made their own. Each test runs
+// with a private cache directory, so it sees its own templates.
+class MicrovmSnapshotTest : public MicrovmTest {
+ protected:
+  void SetUp() override {
+    MicrovmTest::SetUp();
+    char real[PATH_MAX];
+    ASSERT_NE(::realpath(microvm::KernelPath().c_str(), real), nullptr);
+    saved_cache_ = std::getenv("SKIFF_CACHE_DIR") ? std::getenv("SKIFF_CACHE_DIR") : "";
+    saved_kernel_ = std::getenv("SKIFF_KERNEL") ? std::getenv("SKIFF_KERNEL") : "";
+    ::setenv("SKIFF_KERNEL", real, 1);
+    cache_ = "/tmp/skiff-snapshot-test-" + RandomHex(6);
+    ASSERT_EQ(::mkdir(cache_.c_str(), 0700), 0);
+    ::setenv("SKIFF_CACHE_DIR", cache_.c_str(), 1);
+  }
+  void TearDown() override {
+    for (auto& vm : vms_) {
+      if (vm && vm->client) vm->client->Close();
+      if (vm && vm->inst) vm->inst->Stop(2000ms);
+    }
+    vms_.clear();
+    ::unsetenv("SKIFF_MICROVM_SNAPSHOT");
+    if (saved_cache_.empty()) ::unsetenv("SKIFF_CACHE_DIR");
+    else ::setenv("SKIFF_CACHE_DIR", saved_cache_.c_str(), 1);
+    if (saved_kernel_.empty()) ::unsetenv("SKIFF_KERNEL");
+    else ::setenv("SKIFF_KERNEL", saved_kernel_.c_str(), 1);
+    std::string rm = "rm -rf '" + cache_ + "'";
+    EXPECT_EQ(std::system(rm.c_str()), 0);
+  }
+
+  // The template directories (<cache>/microvm/snapshots/<key>/), and
+  // anything else found there except lock files.
+  std::vector<std::string> Templates(std::vector<std::string>* other = nullptr) {
+    std::vector<std::string> out;
+    std::string root = cache_ + "/microvm/snapshots";
+    DIR* d = ::opendir(root.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == ".." || n.find(".lock") != std::string::npos) continue;
+      if (::access((root + "/" + n + "/state").c_str(), R_OK) == 0 &&
+          n.find('.') == std::string::npos)
+        out.push_back(root + "/" + n);
+      else if (other)
+        other->push_back(n);
+    }
+    ::closedir(d);
+    return out;
+  }
+
+  Vm* BootNamed(const std::string& hostname) {
+    SandboxPolicy p = Policy();
+    p.hostname = hostname;
+    auto vm = std::make_unique<Vm>();
+    auto inst = iso_->Start(p);
+    if (!inst.ok()) {
+      ADD_FAILURE() << inst.error().ToString();
+      return nullptr;
+    }
+    vm->inst = std::move(inst).value();
+    auto client = proto::Client::Connect(vm->inst->TakeChannel(), 10000ms);
+    if (!client.ok()) {
+      ADD_FAILURE() << client.error().ToString() << " / " << vm->inst->ExitReport();
+      return nullptr;
+    }
+    vm->client = std::move(client).value();
+    vms_.push_back(std::move(vm));
+    return vms_.back().get();
+  }
+
+  std::string cache_, saved_cache_, saved_kernel_;
+  std::vector<std::unique_ptr<Vm>> vms_;
+};
+
+TEST_F(MicrovmSnapshotTest, RestoredVmsGetTheirOwnEntropyClockAndHostname) {
+  // The random bytes are read first thing: right after a restore the guest
+  // has not yet reseeded on its own (that takes about a second of guest time).
+  auto first_random = [](Vm* vm) {
+    auto r = Exec(*vm->client, {"sh", "-c", "head -c 32 /dev/urandom | busybox od -An -tx1"});
+    EXPECT_EQ(r.result["exit_code"], 0) << r.err;
+    return Trim(r.out);
+  };
+  Vm* a = BootNamed("snap-a");
+  ASSERT_TRUE(a);
+  std::string random[2];
+  random[0] = first_random(a);
+  auto da = a->inst->Describe();
+  EXPECT_EQ(da["restored"], true) << da.dump();
+  EXPECT_TRUE(da.contains("template_ms")) << "the first VM of a shape builds the template";
+  std::vector<std::string> junk;
+  auto templates = Templates(&junk);
+  ASSERT_EQ(templates.size(), 1u);
+  EXPECT_TRUE(junk.empty()) << junk.front();
+  struct stat st {};
+  ASSERT_EQ(::stat((templates[0] + "/state").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  Vm* b = BootNamed("snap-b");
+  ASSERT_TRUE(b);
+  random[1] = first_random(b);
+  auto db = b->inst->Describe();
+  EXPECT_EQ(db["restored"], true);
+  EXPECT_FALSE(db.contains("template_ms")) << "the second VM reuses the template";
+  EXPECT_NE(da["vmm_pid"], db["vmm_pid"]);
+
+  // Both guests started from the same memory image: what must differ does.
+  Vm* vms[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    auto info = vms[i]->client->Call({{"op", "info"}});
+    ASSERT_TRUE(info.ok()) << info.error().ToString();
+    EXPECT_EQ((*info)["restored"], true);
+    auto h = Exec(*vms[i]->client, {"hostname"});
+    EXPECT_EQ(Trim(h.out), i == 0 ? "snap-a" : "snap-b");
+    EXPECT_GE(random[i].size(), 64u);
+    auto d = Exec(*vms[i]->client, {"busybox", "date", "+%s"});
+    ASSERT_EQ(d.result["exit_code"], 0) << d.err;
+    long long guest = std::atoll(d.out.c_str());
+    long long host = static_cast<long long>(::time(nullptr));
+    EXPECT_LE(std::llabs(guest - host), 3) << "guest clock " << guest << " vs host " << host;
+  }
+  EXPECT_NE(random[0], random[1]) << "two restored VMs produced the same random bytes";
+
+  // Stopping leaves no VMM and no state; the template stays for the next VM.
+  pid_t pids[2] = {da["vmm_pid"].get<pid_t>(), db["vmm_pid"].get<pid_t>()};
+  std::string ids[2];
+  for (auto& vm : vms_) {
+    vm->client->Close();
+    vm->inst->Stop(2000ms);
+  }
+  for (pid_t p : pids) EXPECT_FALSE(ProcessExists(p));
+  std::string root = paths::RuntimeDir() + "/microvm";
+  if (DIR* dir = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(dir)) {
+      std::string n = e->d_name;
+      EXPECT_NE(n.rfind("tpl-", 0), 0u) << "template VM state left behind: " << n;
+    }
+    ::closedir(dir);
+  }
+  EXPECT_EQ(Templates().size(), 1u);
+}
+
+TEST_F(MicrovmSnapshotTest, ACorruptTemplateIsDiscardedAndTheVmBoots) {
+  Vm* a = BootNamed("snap-first");
+  ASSERT_TRUE(a);
+  auto templates = Templates();
+  ASSERT_EQ(templates.size(), 1u);
+  // Damage the saved guest: a restore must not run it.
+  {
+    std::ofstream f(templates[0] + "/state", std::ios::binary | std::ios::trunc);
+    f << std::string(1 << 16, 'x');
+  }
+  Vm* b = BootNamed("snap-second");
+  ASSERT_TRUE(b);
+  auto d = b->inst->Describe();
+  EXPECT_EQ(d["restored"], false) << d.dump();
+  auto h = Exec(*b->client, {"hostname"});
+  EXPECT_EQ(Trim(h.out), "snap-second");
+  EXPECT_TRUE(Templates().empty()) << "the corrupt template was kept";
+}
+
+TEST_F(MicrovmSnapshotTest, SnapshotsCanBeTurnedOff) {
+  ::setenv("SKIFF_MICROVM_SNAPSHOT", "0", 1);
+  Vm* a = BootNamed("snap-off");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->inst->Describe()["restored"], false);
+  EXPECT_TRUE(Templates().empty());
+  auto h = Exec(*a->client, {"hostname"});
+  EXPECT_EQ(Trim(h.out), "snap-off");
+}
+
 }  // namespace
 }  // namespace skiff

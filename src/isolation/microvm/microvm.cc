@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +19,10 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
 #include <sstream>
 
 #include "base/fs_util.h"
@@ -26,8 +32,10 @@
 #include "base/pidfd.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
+#include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
 #include "isolation/net/sandbox_net.h"
+#include "protocol/frame.h"
 
 extern char** environ;
 
@@ -399,36 +407,81 @@ class MicrovmIsolator : public Isolator {
   nlohmann::json Doctor() override;
 };
 
-Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& policy) {
-  auto t0 = Clock::now();
-  if (!SafeId(policy.id)) return Platform("boot", "microvm: bad sandbox id");
-  if (policy.rootfs.block_image.empty())
-    return Platform("boot", "microvm: the image has no block image (build it with the images tool)");
-  std::string fstype = policy.rootfs.block_fstype.empty() ? std::string("erofs")
-                                                                   : policy.rootfs.block_fstype;
-  if (fstype != "erofs" && fstype != "ext4")
-    return Platform("boot", "microvm: unsupported block image type '" + fstype + "'");
-  if (policy.cpus < 1 || policy.cpus > 64) return Platform("boot", "microvm: cpus out of range");
-  if (policy.memory_mb < 64 || policy.memory_mb > 1024 * 1024)
-    return Platform("boot", "microvm: memory_mb out of range (64 MiB minimum)");
-  SKIFF_RETURN_IF_ERROR(Available());
+namespace {
 
-  bool kvm = KvmUsable();
-  std::string qemu = QemuBinary();
+// A per-VM state directory, removed when its owner goes unless kept.
+class StateDir {
+ public:
+  StateDir() = default;
+  explicit StateDir(std::string path) : path_(std::move(path)) {}
+  StateDir(StateDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  StateDir& operator=(StateDir&& o) noexcept {
+    Reset();
+    path_ = std::exchange(o.path_, {});
+    return *this;
+  }
+  ~StateDir() { Reset(); }
+  const std::string& path() const { return path_; }
+  std::string Release() { return std::exchange(path_, {}); }
+
+ private:
+  void Reset() {
+    if (!path_.empty()) RemoveTreeLogged(path_);
+    path_.clear();
+  }
+  std::string path_;
+};
+
+// What to start: a cold boot, a template boot (with a QMP monitor), or a
+// restore from a migration stream (with a QMP monitor).
+struct LaunchSpec {
+  std::string id;      // state directory name, VMM uid
+  std::string append;  // kernel command line
+  int cpus = 1;
+  uint32_t memory_mb = 0;
+  std::string block_image;
+  bool kvm = false;
+  bool qmp = false;
+  int incoming_fd = -1;                       // restore from this stream
+  uint64_t max_file_bytes = kMaxLogBytes;     // RLIMIT_FSIZE: logs, or a snapshot
+  const SandboxPolicy* network = nullptr;     // network: true (cold boots only)
+};
+
+struct Launched {
+  // Declared so that the VMM dies before its state directory goes.
+  StateDir state;
+  std::unique_ptr<net::SandboxNet> net;
+  Process proc;
+  UniqueFd chan;  // host end of the agent channel
+  UniqueFd qmp;   // host end of the QMP monitor (spec.qmp)
+  uint32_t uid = 0;
+  Clock::time_point launched;
+};
+
+struct Parts {
+  std::string qemu_real, kernel, initrd;
+};
+
+Result<Parts> ResolveParts() {
+  Parts p;
   char real[PATH_MAX];
+  std::string qemu = QemuBinary();
   if (!::realpath(qemu.c_str(), real)) return Error::Sys(Code::kS300, "realpath", qemu, errno);
-  std::string qemu_real = real;
+  p.qemu_real = real;
   std::string kernel = KernelPath();
   if (!::realpath(kernel.c_str(), real)) return Error::Sys(Code::kS300, "realpath", kernel, errno);
-  kernel = real;
-  SKIFF_ASSIGN_OR_RETURN(std::string initrd,
+  p.kernel = real;
+  SKIFF_ASSIGN_OR_RETURN(p.initrd,
                          EnsureInitramfs(paths::AgentBinary(), paths::CacheDir() + "/microvm"));
+  return p;
+}
 
-  // State: console log, QEMU log, owner tag, the VMM's root mount point.
+Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
+  Launched l;
   SKIFF_RETURN_IF_ERROR(MkdirP(StateRoot(), 0700));
-  std::string state = StateRoot() + "/" + policy.id;
+  std::string state = StateRoot() + "/" + spec.id;
   if (::mkdir(state.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", state, errno);
-  ScopedCleanup rm_state([&] { RemoveTreeLogged(state); });
+  l.state = StateDir(state);
   std::string vmroot = state + "/vmm-root";
   if (::mkdir(vmroot.c_str(), 0755) != 0) return Error::Sys(Code::kS300, "mkdir", vmroot, errno);
   std::string owner = SelfOwnerTag();
@@ -446,64 +499,76 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   if (!qlog) return Error::Sys(Code::kS300, "open", state + "/qemu.log", errno);
   UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull) return Error::Sys(Code::kS300, "open", "/dev/null", errno);
-  UniqueFd image(::open(policy.rootfs.block_image.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!image) return Error::Sys(Code::kS300, "open", policy.rootfs.block_image, errno);
+  UniqueFd image(::open(spec.block_image.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!image) return Error::Sys(Code::kS300, "open", spec.block_image, errno);
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
     return Error::Sys(Code::kS300, "socketpair", "agent channel", errno);
-  UniqueFd host_end(sp[0]), vm_end(sp[1]);
+  l.chan = UniqueFd(sp[0]);
+  UniqueFd vm_end(sp[1]);
+  UniqueFd qmp_vm_end;
+  if (spec.qmp) {
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+      return Error::Sys(Code::kS300, "socketpair", "qmp", errno);
+    l.qmp = UniqueFd(sp[0]);
+    qmp_vm_end = UniqueFd(sp[1]);
+  }
 
   // network: true: a host-owned namespace holding slirp4netns' tap, the
   // guest's tap and a filtering bridge between them (spec §6.3). QEMU only
   // gets the guest tap's descriptor and stays in its own empty namespace.
-  std::unique_ptr<net::SandboxNet> sandbox_net;
   UniqueFd tap;
-  if (policy.network) {
-    SKIFF_ASSIGN_OR_RETURN(sandbox_net, net::SandboxNet::Create(
-                                            {policy.net_host_ports, policy.net_allow},
-                                            net::Mode::kBridge));
-    tap = sandbox_net->TakeTap();
+  if (spec.network) {
+    SKIFF_ASSIGN_OR_RETURN(l.net, net::SandboxNet::Create(
+                                      {spec.network->net_host_ports, spec.network->net_allow},
+                                      net::Mode::kBridge));
+    tap = l.net->TakeTap();
   }
 
   VmmPlan plan;
   plan.root = vmroot;
-  std::vector<std::pair<std::string, std::string>> files = {{kernel, "/vm/kernel"},
-                                                            {initrd, "/vm/initrd"}};
-  plan.exec_path = qemu_real;
-  if (qemu_real.rfind("/usr/", 0) != 0) {
-    files.push_back({qemu_real, "/vm/qemu"});
+  std::vector<std::pair<std::string, std::string>> files = {{parts.kernel, "/vm/kernel"},
+                                                            {parts.initrd, "/vm/initrd"}};
+  plan.exec_path = parts.qemu_real;
+  if (parts.qemu_real.rfind("/usr/", 0) != 0) {
+    files.push_back({parts.qemu_real, "/vm/qemu"});
     plan.exec_path = "/vm/qemu";
   }
-  AddBaseRoot(plan, kvm, files);
-  uint32_t uid = kVmmUidBase + Fnv1a(policy.id) % kVmmUidRange;
-  plan.uid = uid;
-  plan.gid = uid;
+  AddBaseRoot(plan, spec.kvm, files);
+  l.uid = kVmmUidBase + Fnv1a(spec.id) % kVmmUidRange;
+  plan.uid = l.uid;
+  plan.gid = l.uid;
   plan.new_netns = true;
-  plan.max_file_bytes = kMaxLogBytes;
+  plan.max_file_bytes = spec.max_file_bytes;
   plan.stdin_fd = devnull.get();
   plan.stdout_fd = console.get();
   plan.stderr_fd = qlog.get();
-  plan.pass_fds = {vm_end.get(), image.get()};  // fd 3, fd 4 in QEMU
-  if (tap) plan.pass_fds.push_back(tap.get());   // fd 5
-  plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + policy.id};
-
-  std::string append = KernelCmdline(policy, kvm);
+  // fd 3: agent channel, fd 4: block image, then whichever of these exist.
+  plan.pass_fds = {vm_end.get(), image.get()};
+  auto pass = [&](int fd) {
+    plan.pass_fds.push_back(fd);
+    return std::to_string(2 + plan.pass_fds.size());
+  };
+  std::string tap_fd = tap ? pass(tap.get()) : "";
+  std::string qmp_fd = qmp_vm_end ? pass(qmp_vm_end.get()) : "";
+  std::string incoming_fd = spec.incoming_fd >= 0 ? pass(spec.incoming_fd) : "";
+  plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + spec.id};
 
   auto& a = plan.argv;
   a = {plan.exec_path,
-       "-name", "skiff-" + policy.id.substr(0, std::min<size_t>(8, policy.id.size())) +
+       "-name", "skiff-" + spec.id.substr(0, std::min<size_t>(8, spec.id.size())) +
                     ",process=skiff-vm",
-       // PIT + PIC: the guest's tick until its local APIC timer is verified
-       // against it (without them no timer ever fires: sleeps never end).
+       // PIT + PIC: the guest's tick (the local APIC timer is not used under
+       // TCG, and is verified against the PIT under KVM).
        // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
        "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-       "-accel", kvm ? "kvm" : "tcg",
-       "-cpu", kvm ? "host" : "max",
-       "-smp", std::to_string(policy.cpus),
-       "-m", std::to_string(policy.memory_mb),
+       "-accel", spec.kvm ? "kvm" : "tcg",
+       "-cpu", spec.kvm ? "host" : "max",
+       "-smp", std::to_string(spec.cpus),
+       "-m", std::to_string(spec.memory_mb),
        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
        "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-       "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", append,
+       "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", spec.append,
        "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
        "-add-fd", "fd=4,set=1,opaque=rootfs",
        "-drive", "id=root,if=none,file=/dev/fdset/1,format=raw,readonly=on,file.locking=off",
@@ -513,89 +578,452 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
        "-device", "virtserialport,chardev=agent,name=skiff.agent",
        // Seeds the guest's CRNG during boot, so getrandom() never blocks.
        "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
-  if (policy.network) {
-    a.insert(a.end(), {"-netdev", "tap,id=net0,fd=5,vhost=off", "-device",
+  if (!tap_fd.empty()) {
+    a.insert(a.end(), {"-netdev", "tap,id=net0,fd=" + tap_fd + ",vhost=off", "-device",
                        "virtio-net-device,netdev=net0"});
   }
+  if (!qmp_fd.empty())
+    a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + qmp_fd, "-mon", "chardev=qmp,mode=control"});
+  if (!incoming_fd.empty()) a.insert(a.end(), {"-incoming", "fd:" + incoming_fd});
 
-  SKIFF_ASSIGN_OR_RETURN(Process proc, LaunchVmm(plan));
-  vm_end.reset();
-  image.reset();
-  tap.reset();
-  auto launched = Clock::now();
+  SKIFF_ASSIGN_OR_RETURN(l.proc, LaunchVmm(plan));
+  l.launched = Clock::now();
+  return l;
+}
 
-  // Ready when the agent has sent its first bytes (HELLO), which stay in the
-  // socket for the protocol client; or failed when QEMU exits first.
-  auto deadline = launched + kBootTimeout;
-  std::string failure;
+// Waits until the agent has sent its first bytes (its HELLO, which stays in
+// the socket for the protocol client) or the VMM has ended. Returns "" when
+// ready, otherwise why not.
+std::string WaitForAgent(Launched& l, Clock::time_point deadline) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      failure = "the agent did not start within " + std::to_string(kBootTimeout.count()) + " s";
-      break;
-    }
-    pollfd p[2] = {{host_end.get(), POLLIN, 0}, {proc.pidfd(), POLLIN, 0}};
+    if (left.count() <= 0)
+      return "the agent did not start within " + std::to_string(kBootTimeout.count()) + " s";
+    pollfd p[2] = {{l.chan.get(), POLLIN, 0}, {l.proc.pidfd(), POLLIN, 0}};
     int r = ::poll(p, 2, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Error::Sys(Code::kS300, "poll", "agent channel", errno);
+    if (r < 0) return std::string("poll(agent channel): ") + std::strerror(errno);
     if (p[0].revents & POLLIN) {
       // Data (the HELLO), or only the EOF of a VMM that went away?
       char byte;
-      ssize_t n = ::recv(host_end.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) break;
+      ssize_t n = ::recv(l.chan.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return {};
       if (n == 0) p[0].revents |= POLLHUP;
     }
     if (p[1].revents & POLLIN) {
-      auto st = proc.Wait(std::nullopt);
-      failure = st.ok() && st->has_value() ? DescribeWaitStatus(**st) : "qemu ended";
-      break;
+      auto st = l.proc.Wait(std::nullopt);
+      return st.ok() && st->has_value() ? DescribeWaitStatus(**st) : "qemu ended";
     }
     if (p[0].revents & (POLLHUP | POLLERR)) {
-      auto st = proc.Wait(2000ms);
-      failure = st.ok() && st->has_value() ? DescribeWaitStatus(**st)
-                                           : std::string("the agent channel closed");
-      break;
+      auto st = l.proc.Wait(2000ms);
+      return st.ok() && st->has_value() ? DescribeWaitStatus(**st)
+                                        : std::string("the agent channel closed");
     }
   }
-  if (!failure.empty()) {
-    if (Env("SKIFF_MICROVM_DEBUG") == "1") {
-      SKIFF_LOG(Warn) << "microvm: boot failed; state kept for debugging in " << state;
-      rm_state.Cancel();
+}
+
+// Ends a VM that did not come up and turns the reason into S300 with the
+// tails of QEMU's log and the console.
+Error BootFailure(Launched& l, const std::string& failure) {
+  if (Env("SKIFF_MICROVM_DEBUG") == "1") {
+    std::string kept = l.state.Release();
+    SKIFF_LOG(Warn) << "microvm: boot failed; state kept for debugging in " << kept;
+    l.state = StateDir();
+    if (!l.proc.exited()) {
+      (void)l.proc.Signal(SIGKILL);
+      (void)l.proc.Wait(std::nullopt);
     }
-    if (!proc.exited()) {
-      (void)proc.Signal(SIGKILL);
-      (void)proc.Wait(std::nullopt);
-    }
-    std::string qemu_tail = Printable(ReadFileTail(state + "/qemu.log", kReportTail / 2));
-    std::string console_tail = Printable(ReadFileTail(state + "/console.log", kReportTail));
-    std::string msg = failure;
-    if (!qemu_tail.empty()) msg += "; qemu: " + qemu_tail;
-    if (!console_tail.empty()) msg += "; console: " + console_tail;
-    if (msg.size() > kReportTail + 200) msg = msg.substr(msg.size() - kReportTail);
-    return Platform("boot", msg);
+    return Platform("boot", failure + " (state kept in " + kept + ")");
   }
+  if (!l.proc.exited()) {
+    (void)l.proc.Signal(SIGKILL);
+    (void)l.proc.Wait(std::nullopt);
+  }
+  std::string qemu_tail = Printable(ReadFileTail(l.state.path() + "/qemu.log", kReportTail / 2));
+  std::string console_tail = Printable(ReadFileTail(l.state.path() + "/console.log", kReportTail));
+  std::string msg = failure;
+  if (!qemu_tail.empty()) msg += "; qemu: " + qemu_tail;
+  if (!console_tail.empty()) msg += "; console: " + console_tail;
+  if (msg.size() > kReportTail + 200) msg = msg.substr(msg.size() - kReportTail);
+  return Platform("boot", msg);
+}
+
+int64_t Ms(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// ---- Snapshots ------------------------------------------------------------
+//
+// The first VM of a shape (image, vCPUs, memory, /tmp size, kernel, agent,
+// QEMU, accelerator) boots a template with no sandbox-specific state, stops
+// it once its agent is ready and saves it as a QEMU migration stream. Later
+// VMs of that shape start QEMU with `-incoming` from that file instead of
+// booting. The restored agent is then given what must differ per sandbox
+// (docs/microvm.md, "Snapshots"): fresh entropy and a forced CRNG reseed,
+// the wall clock, the hostname.
+
+constexpr const char* kSnapshotFormat = "skiff-snapshot-1";
+constexpr int kMaxTemplates = 8;
+constexpr auto kSnapshotTimeout = 60s;
+
+bool SnapshotsEnabled() { return Env("SKIFF_MICROVM_SNAPSHOT") != "0"; }
+
+std::string SnapshotRoot() { return paths::CacheDir() + "/microvm/snapshots"; }
+
+std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return path + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+// The template's policy: the sandbox's shape without its identity.
+SandboxPolicy TemplatePolicy(const SandboxPolicy& p) {
+  SandboxPolicy t;
+  t.id = p.id;
+  t.rootfs = p.rootfs;
+  t.cpus = p.cpus;
+  t.memory_mb = p.memory_mb;
+  t.tmp_size_mb = p.tmp_size_mb;
+  t.network = false;
+  return t;
+}
+
+// "" when any part cannot be identified (then no snapshot is used).
+std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const std::string& append,
+                        bool kvm) {
+  std::string key = kSnapshotFormat;
+  for (const std::string& f : {parts.qemu_real, parts.kernel, parts.initrd,
+                               tpl.rootfs.block_image}) {
+    std::string id = FileIdentity(f);
+    if (id.empty()) return {};
+    key += "|" + id;
+  }
+  struct utsname u {};
+  ::uname(&u);
+  std::string cpuinfo = ReadSmall("/proc/cpuinfo");
+  auto flags = cpuinfo.find("\nflags");
+  key += std::string("|") + u.release + "|" + u.version + "|" +
+         (flags == std::string::npos ? "" : cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags));
+  key += "|cpus=" + std::to_string(tpl.cpus) + "|mem=" + std::to_string(tpl.memory_mb) +
+         "|accel=" + (kvm ? "kvm" : "tcg") + "|append=" + append;
+  return Sha256Hex(key).substr(0, 24);
+}
+
+// Keys whose template could not be built or restored in this process: they
+// boot cold from then on instead of failing twice per create.
+std::mutex g_bad_mu;
+std::set<std::string> g_bad_keys;
+
+bool KeyIsBad(const std::string& key) {
+  std::lock_guard<std::mutex> lk(g_bad_mu);
+  return g_bad_keys.count(key) > 0;
+}
+
+void MarkKeyBad(const std::string& key) {
+  std::lock_guard<std::mutex> lk(g_bad_mu);
+  g_bad_keys.insert(key);
+}
+
+// Keeps the newest kMaxTemplates templates (by last use) and removes the
+// leftovers of interrupted builds. Templates in use by a build or restore
+// hold their lock and are skipped.
+void PruneTemplates(const std::string& keep) {
+  std::string root = SnapshotRoot();
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return;
+  std::vector<std::pair<int64_t, std::string>> dirs;
+  std::vector<std::string> junk;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == ".." || n.size() < 3) continue;
+    if (n.find(".tmp") != std::string::npos) {
+      junk.push_back(n);
+      continue;
+    }
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
+    struct stat st {};
+    if (::stat((root + "/" + n + "/state").c_str(), &st) != 0) {
+      junk.push_back(n);
+      continue;
+    }
+    dirs.push_back({int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec, n});
+  }
+  ::closedir(d);
+  std::sort(dirs.rbegin(), dirs.rend());
+  for (size_t i = kMaxTemplates; i < dirs.size(); i++) junk.push_back(dirs[i].second);
+  for (const auto& n : junk) {
+    std::string key = n.substr(0, n.find('.'));
+    if (key == keep) continue;
+    UniqueFd lock(::open((root + "/" + key + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // busy
+    RemoveTreeLogged(root + "/" + n);
+    if (n == key) ::unlink((root + "/" + key + ".lock").c_str());
+  }
+}
+
+// Boots the template, waits for its agent, saves it to <dir>/state.
+Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::string& dir) {
+  SKIFF_ASSIGN_OR_RETURN(Launched l, Launch(spec, parts));
+  std::string failure = WaitForAgent(l, l.launched + kBootTimeout);
+  if (!failure.empty()) return BootFailure(l, failure);
+  auto deadline = Clock::now() + kSnapshotTimeout;
+  Qmp qmp(std::move(l.qmp));
+  SKIFF_RETURN_IF_ERROR(qmp.Handshake(deadline));
+  SKIFF_RETURN_IF_ERROR(qmp.Execute("stop", {}, deadline));
+  // QEMU's default migration bandwidth limit (32 MiB/s) is for live
+  // migration over a network; a stopped VM saved to a local file wants none.
+  SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate-set-parameters",
+                                    {{"max-bandwidth", int64_t{1} << 40}}, deadline));
+  std::string tmp = dir + ".tmp" + std::to_string(::getpid());
+  RemoveTreeLogged(tmp);
+  if (::mkdir(tmp.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
+  StateDir tmp_dir(tmp);
+  UniqueFd out(::open((tmp + "/state").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) return Error::Sys(Code::kS300, "open", tmp + "/state", errno);
+  SKIFF_RETURN_IF_ERROR(qmp.Execute("getfd", {{"fdname", "snapshot"}}, deadline, out.get()));
+  SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, deadline));
+  for (;;) {
+    SKIFF_ASSIGN_OR_RETURN(nlohmann::json st, qmp.Execute("query-migrate", {}, deadline));
+    std::string status = st.value("status", std::string());
+    if (status == "completed") break;
+    if (status == "failed" || status == "cancelled")
+      return Platform("snapshot", "migration " + status + ": " +
+                                      st.value("error-desc", std::string("no reason given")));
+    if (Clock::now() > deadline) return Platform("snapshot", "saving the template took too long");
+    std::this_thread::sleep_for(10ms);
+  }
+  (void)l.proc.Signal(SIGKILL);
+  (void)l.proc.Wait(std::nullopt);
+  if (::fsync(out.get()) != 0) return Error::Sys(Code::kS300, "fsync", tmp + "/state", errno);
+  out.reset();
+  {
+    std::ofstream m(tmp + "/meta.json");
+    m << nlohmann::json{{"format", kSnapshotFormat}, {"cpus", spec.cpus},
+                        {"memory_mb", spec.memory_mb}, {"accel", spec.kvm ? "kvm" : "tcg"},
+                        {"block_image", spec.block_image}, {"append", spec.append}}
+             .dump()
+      << "\n";
+  }
+  if (::rename(tmp.c_str(), dir.c_str()) != 0) return Error::Sys(Code::kS300, "rename", dir, errno);
+  tmp_dir.Release();
+  return OkStatus();
+}
+
+Status SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "send", "agent channel", errno);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+// Entropy for a restored guest, hex-encoded.
+Result<std::string> FreshSeedHex() {
+  unsigned char seed[32];
+  size_t got = 0;
+  while (got < sizeof seed) {
+    ssize_t n = ::getrandom(seed + got, sizeof seed - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "getrandom", "snapshot seed", errno);
+    got += static_cast<size_t>(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : seed) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+// Starts QEMU from the template and hands the agent its per-sandbox state as
+// soon as the guest runs (so its clock is set with little delay).
+Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string& dir,
+                         const SandboxPolicy& policy) {
+  UniqueFd in(::open((dir + "/state").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return Error::Sys(Code::kS300, "open", dir + "/state", errno);
+  // Last use, for pruning (the cache may be mounted noatime).
+  ::futimens(in.get(), nullptr);
+  spec.incoming_fd = in.get();
+  spec.qmp = true;
+  SKIFF_ASSIGN_OR_RETURN(Launched l, Launch(spec, parts));
+  in.reset();
+  auto deadline = l.launched + kBootTimeout;
+  {
+    Qmp qmp(std::move(l.qmp));
+    // The stream carries the template's run state (stopped before it was
+    // saved): once loaded, QEMU waits paused, and `cont` starts the guest.
+    Status st = qmp.Handshake(deadline);
+    while (st.ok()) {
+      auto s = qmp.Execute("query-status", {}, deadline);
+      if (!s.ok()) {
+        st = s.error();
+        break;
+      }
+      std::string status = s->value("status", std::string());
+      if (status == "running") break;
+      if (status == "paused") {
+        auto c = qmp.Execute("cont", {}, deadline);
+        if (!c.ok()) st = c.error();
+        break;
+      }
+      if (status != "inmigrate") {
+        st = Platform("snapshot", "QEMU is " + status + " after loading the template");
+        break;
+      }
+      if (Clock::now() > deadline) {
+        st = Platform("snapshot", "loading the template took too long");
+        break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    if (!st.ok()) return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
+  }
+  std::string h;
+  for (char c : policy.hostname)
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.')
+      h += c;
+  if (h.size() > 63) h.clear();
+  SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  nlohmann::json resume = {{"seed", seed},
+                           {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec},
+                           {"hostname", h}};
+  std::string frame = proto::EncodeFrame(
+      0, proto::Type::kHello, 0, nlohmann::json{{"proto", proto::kVersion}, {"resume", resume}}.dump());
+  if (!SendAll(l.chan.get(), frame).ok())
+    return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
+  std::string failure = WaitForAgent(l, deadline);
+  if (!failure.empty()) return BootFailure(l, "restoring the snapshot failed: " + failure);
+  return l;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& policy) {
+  auto t0 = Clock::now();
+  if (!SafeId(policy.id)) return Platform("boot", "microvm: bad sandbox id");
+  if (policy.rootfs.block_image.empty())
+    return Platform("boot", "microvm: the image has no block image (build it with the images tool)");
+  std::string fstype = policy.rootfs.block_fstype.empty() ? std::string("erofs")
+                                                                   : policy.rootfs.block_fstype;
+  if (fstype != "erofs" && fstype != "ext4")
+    return Platform("boot", "microvm: unsupported block image type '" + fstype + "'");
+  if (policy.cpus < 1 || policy.cpus > 64) return Platform("boot", "microvm: cpus out of range");
+  if (policy.memory_mb < 64 || policy.memory_mb > 1024 * 1024)
+    return Platform("boot", "microvm: memory_mb out of range (64 MiB minimum)");
+  SKIFF_RETURN_IF_ERROR(Available());
+
+  bool kvm = KvmUsable();
+  SKIFF_ASSIGN_OR_RETURN(Parts parts, ResolveParts());
+  LaunchSpec spec;
+  spec.id = policy.id;
+  spec.cpus = policy.cpus;
+  spec.memory_mb = policy.memory_mb;
+  spec.block_image = policy.rootfs.block_image;
+  spec.kvm = kvm;
+
+  // A restore when the shape has (or can get) a template; networked VMs
+  // always boot (their NIC and its namespace are per sandbox).
+  std::optional<Launched> vm;
+  bool restored = false;
+  int64_t template_ms = -1;
+  SandboxPolicy tpl = TemplatePolicy(policy);
+  std::string tpl_append = KernelCmdline(tpl, kvm);
+  std::string key = !policy.network && SnapshotsEnabled() && Env("SKIFF_MICROVM_DEBUG") != "1"
+                        ? SnapshotKey(parts, tpl, tpl_append, kvm)
+                        : std::string();
+  if (!key.empty() && !KeyIsBad(key)) {
+    std::string root = SnapshotRoot();
+    std::string dir = root + "/" + key;
+    Status st = MkdirP(root, 0700);
+    UniqueFd lock;
+    if (st.ok()) {
+      lock = UniqueFd(::open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+      if (!lock) st = Error::Sys(Code::kS300, "open", dir + ".lock", errno);
+    }
+    // Shared while restoring; exclusive (once per shape) while building.
+    if (st.ok() && ::access((dir + "/state").c_str(), R_OK) != 0) {
+      while (::flock(lock.get(), LOCK_EX) != 0 && errno == EINTR) {
+      }
+      if (::access((dir + "/state").c_str(), R_OK) != 0) {
+        auto tb = Clock::now();
+        LaunchSpec ts = spec;
+        ts.id = "tpl-" + key.substr(0, 16) + "-" + std::to_string(::getpid() % 100000);
+        ts.append = tpl_append;
+        ts.qmp = true;
+        // The migration stream is written by the VMM: at most the guest's
+        // RAM plus device state. Only the template (no user code) gets this.
+        ts.max_file_bytes = (uint64_t{policy.memory_mb} << 20) + (64u << 20);
+        st = BuildTemplate(parts, ts, dir);
+        template_ms = Ms(Clock::now() - tb);
+        if (st.ok()) {
+          SKIFF_LOG(Info) << "microvm: saved a template for " << policy.memory_mb << " MiB, "
+                          << policy.cpus << " vCPU in " << template_ms << " ms";
+          PruneTemplates(key);
+        }
+      }
+    }
+    if (st.ok()) {
+      while (::flock(lock.get(), LOCK_SH) != 0 && errno == EINTR) {
+      }
+      spec.append = tpl_append;
+      auto r = Restore(parts, spec, dir, policy);
+      if (r.ok()) {
+        vm = std::move(*r);
+        restored = true;
+      } else {
+        st = r.error();
+        // A template that does not restore is discarded (rebuilt next time).
+        ::flock(lock.get(), LOCK_UN);
+        if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) RemoveTreeLogged(dir);
+      }
+    }
+    if (!st.ok()) {
+      MarkKeyBad(key);
+      SKIFF_LOG(Warn) << "microvm: snapshots disabled for this shape, booting instead: "
+                      << st.error().message();
+    }
+  }
+  if (!vm) {
+    spec.append = KernelCmdline(policy, kvm);
+    spec.network = policy.network ? &policy : nullptr;
+    SKIFF_ASSIGN_OR_RETURN(Launched l, Launch(spec, parts));
+    std::string failure = WaitForAgent(l, l.launched + kBootTimeout);
+    if (!failure.empty()) return BootFailure(l, failure);
+    vm = std::move(l);
+  }
+
   auto ready = Clock::now();
-  auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   nlohmann::json facts = {{"isolation", "microvm"},
                           {"accel", kvm ? "kvm" : "tcg"},
                           {"vcpus", policy.cpus},
                           {"memory_mb", policy.memory_mb},
-                          {"kernel", kernel},
-                          {"vmm_pid", proc.pid()},
-                          {"vmm_uid", uid},
-                          {"prepare_ms", ms(launched - t0)},
-                          {"boot_ms", ms(ready - launched)},
+                          {"kernel", parts.kernel},
+                          {"vmm_pid", vm->proc.pid()},
+                          {"vmm_uid", vm->uid},
+                          {"restored", restored},
+                          {"prepare_ms", Ms(vm->launched - t0)},
+                          {"boot_ms", Ms(ready - vm->launched)},
                           {"network", policy.network}};
-  if (sandbox_net) {
-    facts["net_helper_pid"] = sandbox_net->helper_pid();
-    facts["netns_inode"] = sandbox_net->netns_inode();
+  if (template_ms >= 0) facts["template_ms"] = template_ms;
+  if (vm->net) {
+    facts["net_helper_pid"] = vm->net->helper_pid();
+    facts["netns_inode"] = vm->net->netns_inode();
   }
-  SKIFF_LOG(Info) << "microvm " << policy.id << ": agent ready after " << ms(ready - t0)
-                  << " ms (" << (kvm ? "kvm" : "tcg") << ", qemu pid " << proc.pid() << ")";
-  rm_state.Cancel();
+  SKIFF_LOG(Info) << "microvm " << policy.id << ": agent ready after " << Ms(ready - t0) << " ms ("
+                  << (kvm ? "kvm" : "tcg") << (restored ? ", restored" : ", booted") << ", qemu pid "
+                  << vm->proc.pid() << ")";
+  std::string state = vm->state.Release();
   return std::unique_ptr<Instance>(new MicrovmInstance(
-      state, std::move(proc), std::move(host_end), std::move(facts),
-      uint64_t{policy.memory_mb} << 20, std::move(sandbox_net)));
+      state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
+      uint64_t{policy.memory_mb} << 20, std::move(vm->net)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {
