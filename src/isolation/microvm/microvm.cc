@@ -476,6 +476,36 @@ Result<Parts> ResolveParts() {
   return p;
 }
 
+// The guest-visible machine: everything a snapshot must be restored into
+// unchanged (part of the template key).
+std::vector<std::string> MachineArgs(const LaunchSpec& spec) {
+  return {
+      // PIT + PIC: the guest's tick (the local APIC timer is not used under
+      // TCG, and is verified against the PIT under KVM).
+      // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
+      "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
+      // TCG's translation cache grows to 1 GiB of host memory by default,
+      // per VM; 128 MiB holds what a sandbox's programs translate (boot and
+      // a python start are well under it) and bounds the worst case (past
+      // it QEMU flushes and translates again).
+      "-accel", spec.kvm ? "kvm" : "tcg,tb-size=128",
+      "-cpu", spec.kvm ? "host" : "max",
+      "-smp", std::to_string(spec.cpus),
+      "-m", std::to_string(spec.memory_mb),
+      "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", spec.append,
+      "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
+      "-add-fd", "fd=4,set=1,opaque=rootfs",
+      "-drive", "id=root,if=none,file=/dev/fdset/1,format=raw,readonly=on,file.locking=off",
+      "-device", "virtio-blk-device,drive=root",
+      "-device", "virtio-serial-device,max_ports=2",
+      "-chardev", "socket,id=agent,fd=3",
+      "-device", "virtserialport,chardev=agent,name=skiff.agent",
+      // Seeds the guest's CRNG during boot, so getrandom() never blocks.
+      "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
+}
+
 Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   Launched l;
   SKIFF_RETURN_IF_ERROR(MkdirP(StateRoot(), 0700));
@@ -555,29 +585,9 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + spec.id};
 
   auto& a = plan.argv;
-  a = {plan.exec_path,
-       "-name", "skiff-" + spec.id.substr(0, std::min<size_t>(8, spec.id.size())) +
-                    ",process=skiff-vm",
-       // PIT + PIC: the guest's tick (the local APIC timer is not used under
-       // TCG, and is verified against the PIT under KVM).
-       // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
-       "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-       "-accel", spec.kvm ? "kvm" : "tcg",
-       "-cpu", spec.kvm ? "host" : "max",
-       "-smp", std::to_string(spec.cpus),
-       "-m", std::to_string(spec.memory_mb),
-       "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-       "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-       "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", spec.append,
-       "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-       "-add-fd", "fd=4,set=1,opaque=rootfs",
-       "-drive", "id=root,if=none,file=/dev/fdset/1,format=raw,readonly=on,file.locking=off",
-       "-device", "virtio-blk-device,drive=root",
-       "-device", "virtio-serial-device,max_ports=2",
-       "-chardev", "socket,id=agent,fd=3",
-       "-device", "virtserialport,chardev=agent,name=skiff.agent",
-       // Seeds the guest's CRNG during boot, so getrandom() never blocks.
-       "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
+  a = {plan.exec_path, "-name",
+       "skiff-" + spec.id.substr(0, std::min<size_t>(8, spec.id.size())) + ",process=skiff-vm"};
+  for (auto& arg : MachineArgs(spec)) a.push_back(std::move(arg));
   if (!tap_fd.empty()) {
     a.insert(a.end(), {"-netdev", "tap,id=net0,fd=" + tap_fd + ",vhost=off", "-device",
                        "virtio-net-device,netdev=net0"});
@@ -691,8 +701,7 @@ SandboxPolicy TemplatePolicy(const SandboxPolicy& p) {
 }
 
 // "" when any part cannot be identified (then no snapshot is used).
-std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const std::string& append,
-                        bool kvm) {
+std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const LaunchSpec& spec) {
   std::string key = kSnapshotFormat;
   for (const std::string& f : {parts.qemu_real, parts.kernel, parts.initrd,
                                tpl.rootfs.block_image}) {
@@ -706,8 +715,7 @@ std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const std:
   auto flags = cpuinfo.find("\nflags");
   key += std::string("|") + u.release + "|" + u.version + "|" +
          (flags == std::string::npos ? "" : cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags));
-  key += "|cpus=" + std::to_string(tpl.cpus) + "|mem=" + std::to_string(tpl.memory_mb) +
-         "|accel=" + (kvm ? "kvm" : "tcg") + "|append=" + append;
+  for (const auto& arg : MachineArgs(spec)) key += "|" + arg;
   return Sha256Hex(key).substr(0, 24);
 }
 
@@ -936,8 +944,10 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   int64_t template_ms = -1;
   SandboxPolicy tpl = TemplatePolicy(policy);
   std::string tpl_append = KernelCmdline(tpl, kvm);
+  LaunchSpec tpl_spec = spec;
+  tpl_spec.append = tpl_append;
   std::string key = !policy.network && SnapshotsEnabled() && Env("SKIFF_MICROVM_DEBUG") != "1"
-                        ? SnapshotKey(parts, tpl, tpl_append, kvm)
+                        ? SnapshotKey(parts, tpl, tpl_spec)
                         : std::string();
   if (!key.empty() && !KeyIsBad(key)) {
     std::string root = SnapshotRoot();
