@@ -71,4 +71,16 @@ TEST_F(CliTest, BadInputGetsItsSCode) {
   EXPECT_EQ(o.exit_code, 124);
 }
 
+// Regression: with few descriptors open (as in the CLI) the network
+// namespace handed to slirp4netns was overwritten by another descriptor
+// before the spawn read it, and every networked sandbox of the CLI failed.
+TEST_F(CliTest, DoctorsNetworkTrialSucceeds) {
+  if (access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun on this host";
+  auto o = Skiff("doctor", true);
+  auto net = o.stdout_text.find("\nnetwork:");
+  ASSERT_NE(net, std::string::npos) << o.stdout_text;
+  std::string section = o.stdout_text.substr(net, o.stdout_text.find("\n", o.stdout_text.find("setup_ok:", net)) - net);
+  EXPECT_NE(section.find("setup_ok:              true"), std::string::npos) << section;
+}
+
 }  // namespace

@@ -419,9 +419,19 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, exit_read.get(), 3);
-  posix_spawn_file_actions_adddup2(&fa, ready_write.get(), 4);
-  posix_spawn_file_actions_adddup2(&fa, sn->netns_.get(), 5);
+  // The sources are first moved above the targets: in a process with few
+  // descriptors open (the CLI) the namespace could be fd 4, which the
+  // second dup2 would overwrite before the third reads it.
+  UniqueFd src[3];
+  int from[3] = {exit_read.get(), ready_write.get(), sn->netns_.get()};
+  for (int i = 0; i < 3; i++) {
+    src[i].reset(::fcntl(from[i], F_DUPFD_CLOEXEC, 10));
+    if (!src[i]) {
+      posix_spawn_file_actions_destroy(&fa);
+      return Error::Sys(Code::kS300, "fcntl(F_DUPFD_CLOEXEC)", "slirp4netns", errno);
+    }
+    posix_spawn_file_actions_adddup2(&fa, src[i].get(), 3 + i);
+  }
   posix_spawn_file_actions_addclosefrom_np(&fa, 6);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
