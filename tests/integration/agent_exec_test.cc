@@ -272,7 +272,23 @@ TEST(AgentRaw, UnknownFrameTypeAndBadJson) {
   auto send = [&](const std::string& b) { ASSERT_EQ(::write(fd.get(), b.data(), b.size()), (ssize_t)b.size()); };
   proto::Frame h = next();
   EXPECT_EQ(h.type, proto::Type::kHello);
+  // A snapshot resume is for a microVM guest only: this agent ignores it (no
+  // second HELLO, nothing applied). Harmless values, should it not: this
+  // host's own hostname and the current time.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  json resume = {{"proto", 1},
+                 {"resume",
+                  {{"seed", std::string(64, 'a')},
+                   {"realtime_ns", static_cast<int64_t>(::time(nullptr)) * 1000000000},
+                   {"hostname", host}}}};
+  send(proto::EncodeFrame(0, proto::Type::kHello, 0, resume.dump()));
   send(proto::EncodeFrame(0, proto::Type::kHello, 0, R"({"proto":1})"));
+  send(proto::EncodeFrame(7, proto::Type::kOpen, 0, R"({"op":"info"})"));
+  proto::Frame info = next();
+  EXPECT_EQ(info.stream, 7u) << "the agent answered the resume";
+  EXPECT_EQ(info.type, proto::Type::kResult);
+  EXPECT_EQ(json::parse(info.payload, nullptr, false).value("restored", true), false);
   send(proto::EncodeFrame(1, static_cast<proto::Type>(42), 0, "??"));
   proto::Frame f = next();
   EXPECT_EQ(f.stream, 1u);

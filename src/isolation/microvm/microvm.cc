@@ -1037,6 +1037,9 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
 }
 
 void MicrovmIsolator::CleanupOrphans() {
+  // Half-written templates of a process that died while saving one, and
+  // templates beyond the cap.
+  PruneTemplates("");
   // VMMs whose launching process is gone (found by the owner tag in their
   // environment; QEMU runs as an unprivileged uid but root reads environ).
   if (DIR* d = ::opendir("/proc")) {
@@ -1098,6 +1101,20 @@ nlohmann::json MicrovmIsolator::Doctor() {
   if (!release.empty()) d["kernel_release"] = release;
   d["agent"] = paths::AgentBinary();
   d["agent_found"] = ::access(paths::AgentBinary().c_str(), R_OK) == 0;
+  nlohmann::json snap = {{"enabled", SnapshotsEnabled()}, {"dir", SnapshotRoot()}};
+  std::vector<std::string> templates;
+  if (DIR* dir = ::opendir(SnapshotRoot().c_str())) {
+    while (dirent* e = ::readdir(dir)) {
+      std::string n = e->d_name;
+      if (n.size() > 2 && n.find('.') == std::string::npos &&
+          ::access((SnapshotRoot() + "/" + n + "/state").c_str(), R_OK) == 0)
+        templates.push_back(n);
+    }
+    ::closedir(dir);
+  }
+  snap["templates"] = templates.size();
+  if (!SnapshotsEnabled()) snap["note"] = "SKIFF_MICROVM_SNAPSHOT=0: every VM boots";
+  d["snapshots"] = snap;
   auto st = Available();
   d["available"] = st.ok();
   if (!st.ok()) d["problem"] = st.error().message();
