@@ -176,16 +176,16 @@ std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 // What a VMM costs the host, measured like Firecracker: CPU time, and
 // memory as host RSS minus the guest's RAM. The guest RAM is the one
 // anonymous mapping of exactly the guest's size; everything else resident
-// is the VMM's own (TCG's translation cache, QEMU's heap, binaries). Of
-// that, `private` counts only pages no other process shares: the real cost
-// of one more VM (the kernel, initramfs and QEMU's text are page cache
-// shared by every VM).
+// is the VMM's own. RSS also counts file pages (QEMU's binary and
+// libraries, the kernel, the initramfs) that are page cache shared by every
+// VM, so the cost of one more VM is reported separately: the VMM's
+// anonymous memory (TCG's translation cache, QEMU's heap), never shared.
 struct VmmUsage {
   int64_t cpu_ms = -1;
   int64_t rss_kib = -1;
   int64_t guest_rss_kib = -1;     // -1: the guest RAM mapping was not found
-  int64_t private_kib = 0;        // Private_Clean + Private_Dirty, all mappings
-  int64_t guest_private_kib = 0;  // the same, guest RAM only
+  int64_t anon_kib = 0;        // Anonymous, all mappings
+  int64_t guest_anon_kib = 0;  // the same, guest RAM only
 };
 
 // "7f12a000-7f12b000 rw-p 00000000 00:00 0   [path]": a mapping header, as
@@ -231,11 +231,10 @@ VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
       found = found || in_guest;
       continue;
     }
-    bool priv = line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0;
-    int64_t kib = priv ? std::atoll(line.c_str() + 14) : 0;
-    u.private_kib += kib;
+    int64_t kib = line.rfind("Anonymous:", 0) == 0 ? std::atoll(line.c_str() + 10) : 0;
+    u.anon_kib += kib;
     if (in_guest) {
-      u.guest_private_kib += kib;
+      u.guest_anon_kib += kib;
       if (line.rfind("Rss:", 0) == 0) guest_rss += std::atoll(line.c_str() + 4);
     }
   }
@@ -353,7 +352,7 @@ class MicrovmInstance : public Instance {
       if (u.guest_rss_kib >= 0 && u.rss_kib >= 0) {
         d["guest_rss_kib"] = u.guest_rss_kib;
         d["vmm_overhead_kib"] = u.rss_kib - u.guest_rss_kib;
-        d["vmm_private_overhead_kib"] = u.private_kib - u.guest_private_kib;
+        d["vmm_private_overhead_kib"] = u.anon_kib - u.guest_anon_kib;
       }
     }
     return d;
