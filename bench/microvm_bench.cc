@@ -577,7 +577,8 @@ int Main(int argc, char** argv) {
     // not its confinement, its agent or its fd passing.
     peer.argv = {microvm::QemuBinary(),
                  "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-                 "-accel", kvm ? "kvm" : "tcg", "-cpu", kvm ? "host" : "max",
+                 // The backend's translation-cache cap (microvm.cc, MachineArgs).
+                 "-accel", kvm ? "kvm" : "tcg,tb-size=128", "-cpu", kvm ? "host" : "max",
                  "-smp", std::to_string(o.cpus), "-m", std::to_string(o.memory_mb),
                  "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
                  "-kernel", microvm::KernelPath(), "-initrd", peer.cpio,
