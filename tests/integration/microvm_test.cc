@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -586,6 +587,37 @@ TEST_F(MicrovmSnapshotTest, ACorruptTemplateIsDiscardedAndTheVmBoots) {
   auto h = Exec(*b->client, {"hostname"});
   EXPECT_EQ(Trim(h.out), "snap-second");
   EXPECT_TRUE(Templates().empty()) << "the corrupt template was kept";
+}
+
+TEST_F(MicrovmSnapshotTest, ConcurrentFirstCreatesBuildOneTemplate) {
+  // Two creates of a new shape at once: one builds the template while the
+  // other waits for it; both end up restored from the same one.
+  std::vector<Result<std::unique_ptr<Instance>>> results;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; i++) {
+    threads.emplace_back([&, i] {
+      SandboxPolicy p = Policy();
+      p.hostname = "snap-c" + std::to_string(i);
+      auto r = iso_->Start(p);
+      std::lock_guard<std::mutex> lk(mu);
+      results.push_back(std::move(r));
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(results.size(), 2u);
+  int built = 0;
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    auto d = (*r)->Describe();
+    EXPECT_EQ(d["restored"], true) << d.dump();
+    if (d.contains("template_ms")) built++;
+    (*r)->Stop(2000ms);
+  }
+  EXPECT_EQ(built, 1) << "the template was built more than once (or not at all)";
+  std::vector<std::string> junk;
+  EXPECT_EQ(Templates(&junk).size(), 1u);
+  EXPECT_TRUE(junk.empty()) << junk.front();
 }
 
 TEST_F(MicrovmSnapshotTest, SnapshotsCanBeTurnedOff) {
