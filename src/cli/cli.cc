@@ -136,6 +136,9 @@ int EmbeddedRun(RunOptions& o) {
 
   Config config;
   config.allow_all_images = true;  // embedded: the caller is the operator
+  // A jail run builds (probes, cleans up after) only the jail backend, not
+  // the microVM one it will not use.
+  if (o.isolation == "jail") config.isolation = o.isolation;
   auto mgr = SandboxManager::FromConfig(config);
   if (!mgr.ok()) return ReportError(mgr.error());
   SandboxManager& manager = **mgr;

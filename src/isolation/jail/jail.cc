@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,10 +18,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "base/log.h"
 #include "base/paths.h"
@@ -135,6 +138,22 @@ struct JailIsolator::Shared {
   std::mutex mu;
   std::set<uint32_t> used;  // slots held by this process
   uint32_t hint = 0;
+
+  // KeepCgroupMovesWarm: runs until the first sandbox init is in its cgroups.
+  std::thread warm;
+  std::mutex warm_mu;
+  std::condition_variable warm_cv;
+  bool warm_stop = false;
+  void EndWarm(bool join) {
+    std::thread t;
+    {
+      std::lock_guard<std::mutex> g(warm_mu);
+      warm_stop = true;
+      if (join) t = std::move(warm);  // exactly one caller joins
+    }
+    warm_cv.notify_all();
+    if (t.joinable()) t.join();
+  }
 
   std::string SlotLockPath(uint32_t slot) const {
     return lock_dir + "/slot-" + std::to_string(slot) + ".lock";
@@ -287,6 +306,48 @@ int HoldNamespace(void*) {
   return 0;
 }
 
+// Async-signal-safe: a throwaway process that only waits to be killed, and
+// dies with the thread that started it should that thread go first.
+int HoldUntilKilled(void*) {
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
+  return 0;
+}
+
+// Moving a process between cgroups takes the kernel's global
+// cgroup_threadgroup_rwsem for writing, and the first such move after a
+// quiet spell waits for a full RCU grace period (3-16 ms measured here, ~8
+// typical) while moves that follow within a few tens of milliseconds take
+// ~0.05 ms. A one-shot `skiff run` would pay that wait in the sandbox init's
+// first step, on its critical path. So, from a background thread started
+// with the isolator, a throwaway process of ours is moved into the skiff/
+// cgroup (paying the grace period while the rest of start-up runs) and
+// moved there again every few milliseconds, which keeps moves fast, until
+// the first sandbox init has entered its cgroups (or 2 s have passed, or the
+// isolator goes). Nothing of the sandbox's confinement changes: its init
+// still enters its own cgroups before anything else. Failures only lose the
+// head start.
+void KeepCgroupMovesWarm(const std::string& procs, JailIsolator::Shared* shared) {
+  ChildStack stack;  // declared first: outlives `holder`, which reaps
+  int pidfd = -1;
+  int pid = ::clone(HoldUntilKilled, stack.top(), CLONE_VM | CLONE_PIDFD | SIGCHLD, nullptr, &pidfd);
+  if (pid < 0) return;
+  Process holder(pid, UniqueFd(pidfd));
+  const std::string value = std::to_string(pid);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::unique_lock<std::mutex> lk(shared->warm_mu);
+  while (!shared->warm_stop && std::chrono::steady_clock::now() < until) {
+    lk.unlock();
+    bool ok = WriteFile(procs, value).ok();
+    lk.lock();
+    if (!ok) break;
+    shared->warm_cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return shared->warm_stop; });
+  }
+  lk.unlock();
+  (void)holder.Signal(SIGKILL);
+  (void)holder.Wait(std::nullopt);
+}
+
 // A user namespace whose root is `base` on the host: held by a throwaway
 // CLONE_VM child (the daemon is multi-threaded and cannot unshare one
 // itself), mapped, opened; the holder is killed and then reaped when
@@ -345,10 +406,13 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   else shared_->confine_error = policy.error().message();
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
+  } else if (::geteuid() == 0) {
+    shared_->warm = std::thread(KeepCgroupMovesWarm,
+                                shared_->cgroups.bases().front() + "/cgroup.procs", shared_.get());
   }
 }
 
-JailIsolator::~JailIsolator() = default;
+JailIsolator::~JailIsolator() { shared_->EndWarm(/*join=*/true); }
 
 Status JailIsolator::Available() {
   if (::geteuid() != 0)
@@ -532,6 +596,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", errno));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
   mark("exec");
+  shared_->EndWarm(/*join=*/false);  // the init is in its cgroups: no head start needed
   child_end.reset();
   agent.reset();
   inst->cgroup_.CloseSetupFds();
