@@ -4,24 +4,32 @@
 // servers on this host; nothing here needs the internet.
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <map>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <ldns/ldns.h>
 #include <nlohmann/json.hpp>
 
 #include "base/paths.h"
@@ -270,17 +278,17 @@ TEST_F(NetworkTest, JailEgressPolicyAndTeardown) {
   EXPECT_NE(tamper.find("hello-listed"), std::string::npos) << tamper;
 }
 
-TEST_F(NetworkTest, JailRefusesDomainAllowEntriesNamingTheKey) {
+TEST_F(NetworkTest, JailRefusesAnUnparsableAllowEntryNamingTheKey) {
   auto iso = MakeJailIsolator();
   auto img = HostImage();
   ASSERT_TRUE(img.ok());
   SandboxPolicy p = Base();
   p.rootfs = img->rootfs;
-  p.net_allow = {"203.0.113.0/24", "pypi.org"};
+  p.net_allow = {"203.0.113.0/24", "pypi.org", "bad entry!"};
   auto inst = iso->Start(p);
   ASSERT_FALSE(inst.ok());
   EXPECT_EQ(inst.error().code(), Code::kS300);
-  EXPECT_NE(inst.error().message().find("network.allow[1] 'pypi.org'"), std::string::npos)
+  EXPECT_NE(inst.error().message().find("network.allow[2] 'bad entry!'"), std::string::npos)
       << inst.error().message();
   struct stat st{};
   EXPECT_NE(::stat(p.state_dir.c_str(), &st), 0) << "a failed create left its state dir";
@@ -342,6 +350,428 @@ TEST_F(NetworkTest, JailLoopbackRewriteOfCreateEnv) {
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stdout_text, "http://localhost:" + listed + "/v1\nlo\n");
   (*m)->Shutdown();
+}
+
+// ---- network.allow domain entries: the DNS filter ----
+
+// Runs `fn` on a thread whose network namespace is `netns_fd`.
+template <typename F>
+auto InNetns(int netns_fd, F fn) -> decltype(fn()) {
+  decltype(fn()) out{};
+  std::thread t([&] {
+    if (::setns(netns_fd, CLONE_NEWNET) == 0) out = fn();
+  });
+  t.join();
+  return out;
+}
+
+// A new, empty network namespace (with lo up) held by the returned fd.
+int NewNetns() {
+  int fd = -1;
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) == 0) fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  });
+  t.join();
+  return fd;
+}
+
+// /proc/<self>/fd/<n> of a descriptor of this process naming the network
+// namespace `ino` (the SandboxNet's own), for nsenter and ip.
+std::string NetnsPath(uint64_t ino) {
+  const std::string want = "net:[" + std::to_string(ino) + "]";
+  std::string self = "/proc/" + std::to_string(::getpid()) + "/fd";
+  std::string out;
+  DIR* d = ::opendir(self.c_str());
+  while (dirent* e = d ? ::readdir(d) : nullptr) {
+    char buf[64];
+    ssize_t k = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf - 1);
+    if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) out = self + "/" + e->d_name;
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+// Threads of this process in network namespace `ino`.
+int OwnThreadsIn(uint64_t ino) {
+  const std::string want = "net:[" + std::to_string(ino) + "]";
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char buf[64];
+    ssize_t k = ::readlink((std::string("/proc/self/task/") + e->d_name + "/ns/net").c_str(), buf,
+                           sizeof buf - 1);
+    if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+std::string Shell(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return "<popen failed>";
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  int st = ::pclose(f);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) out += "<exit " + std::to_string(st) + ">";
+  return out;
+}
+
+// The upstream resolver of the tests, on the host's loopback: a fixed zone
+// of A and CNAME records; NXDOMAIN for anything else. Counts what it is
+// asked, so names the filter refuses can be shown never to reach it.
+class TestUpstream {
+ public:
+  TestUpstream() {
+    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    socklen_t len = sizeof sa;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~TestUpstream() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  // Zone lines, e.g. "api.example.test. 5 IN A 198.51.100.7".
+  void Add(const std::string& rr) {
+    std::lock_guard<std::mutex> g(mu_);
+    zone_.push_back(rr);
+  }
+  int Asked(const std::string& name) {
+    std::lock_guard<std::mutex> g(mu_);
+    return asked_[name];
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      uint8_t buf[4096];
+      sockaddr_storage from{};
+      socklen_t flen = sizeof from;
+      ssize_t n = ::recvfrom(fd_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &flen);
+      ldns_pkt* q = nullptr;
+      if (n <= 0 || ldns_wire2pkt(&q, buf, static_cast<size_t>(n)) != LDNS_STATUS_OK) continue;
+      ldns_rr* question = ldns_rr_list_rr(ldns_pkt_question(q), 0);
+      char* qn = ldns_rdf2str(ldns_rr_owner(question));
+      std::string name = qn ? qn : "";
+      free(qn);
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      ldns_pkt* a = ldns_pkt_new();
+      ldns_pkt_set_id(a, ldns_pkt_id(q));
+      ldns_pkt_set_qr(a, true);
+      ldns_pkt_set_rd(a, ldns_pkt_rd(q));
+      ldns_pkt_set_ra(a, true);
+      ldns_pkt_push_rr(a, LDNS_SECTION_QUESTION, ldns_rr_clone(question));
+      bool found = false, known = false;  // known: the name exists (NOERROR, maybe no data)
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++asked_[name];
+        // Follow CNAMEs like a recursive resolver would.
+        std::string want = name;
+        for (int hop = 0; hop < 4; ++hop) {
+          std::string next;
+          for (const auto& line : zone_) {
+            ldns_rr* rr = nullptr;
+            if (ldns_rr_new_frm_str(&rr, line.c_str(), 0, nullptr, nullptr) != LDNS_STATUS_OK) continue;
+            char* o = ldns_rdf2str(ldns_rr_owner(rr));
+            bool match = o && want == o;
+            free(o);
+            known |= match;
+            auto t = ldns_rr_get_type(rr);
+            if (match && (t == ldns_rr_get_type(question) || t == LDNS_RR_TYPE_CNAME)) {
+              if (t == LDNS_RR_TYPE_CNAME) {
+                char* c = ldns_rdf2str(ldns_rr_rdf(rr, 0));
+                next = c ? c : "";
+                free(c);
+              }
+              ldns_pkt_push_rr(a, LDNS_SECTION_ANSWER, rr);
+              found = true;
+            } else {
+              ldns_rr_free(rr);
+            }
+          }
+          if (next.empty()) break;
+          want = next;
+        }
+      }
+      if (!found && !known) ldns_pkt_set_rcode(a, LDNS_RCODE_NXDOMAIN);
+      uint8_t* wire = nullptr;
+      size_t wlen = 0;
+      if (ldns_pkt2wire(&wire, a, &wlen) == LDNS_STATUS_OK)
+        ::sendto(fd_, wire, wlen, 0, reinterpret_cast<sockaddr*>(&from), flen);
+      free(wire);
+      ldns_pkt_free(a);
+      ldns_pkt_free(q);
+    }
+  }
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::string> zone_;
+  std::map<std::string, int> asked_;
+  std::thread thread_;
+};
+
+// One query to the sandbox resolver (10.0.2.3:53) from inside the
+// namespace: "rcode: addr addr ..." ("timeout" when nothing came back).
+std::string Ask(int netns_fd, const std::string& name, bool tcp = false,
+                const std::vector<uint8_t>* raw = nullptr) {
+  return InNetns(netns_fd, [&]() -> std::string {
+    std::vector<uint8_t> msg;
+    if (raw) {
+      msg = *raw;
+    } else {
+      ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name.c_str()), LDNS_RR_TYPE_A,
+                                       LDNS_RR_CLASS_IN, LDNS_RD);
+      ldns_pkt_set_id(q, 4242);
+      uint8_t* w = nullptr;
+      size_t wl = 0;
+      ldns_pkt2wire(&w, q, &wl);
+      msg.assign(w, w + wl);
+      free(w);
+      ldns_pkt_free(q);
+    }
+    int fd = ::socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+    timeval tv{3, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(53);
+    ::inet_pton(AF_INET, net::kDns, &sa.sin_addr);
+    std::vector<uint8_t> in(65536);
+    ssize_t n = -1;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      if (tcp) {
+        std::vector<uint8_t> framed = {static_cast<uint8_t>(msg.size() >> 8),
+                                       static_cast<uint8_t>(msg.size())};
+        framed.insert(framed.end(), msg.begin(), msg.end());
+        (void)!::send(fd, framed.data(), framed.size(), MSG_NOSIGNAL);
+        size_t got = 0;
+        while (got < 2 || got < 2 + (static_cast<size_t>(in[0]) << 8 | in[1])) {
+          ssize_t k = ::recv(fd, in.data() + got, in.size() - got, 0);
+          if (k <= 0) break;
+          got += static_cast<size_t>(k);
+        }
+        if (got >= 2) {
+          in.erase(in.begin(), in.begin() + 2);
+          n = static_cast<ssize_t>(got - 2);
+        }
+      } else {
+        (void)!::send(fd, msg.data(), msg.size(), 0);
+        n = ::recv(fd, in.data(), in.size(), 0);
+      }
+    }
+    ::close(fd);
+    if (n <= 0) return "timeout";
+    ldns_pkt* a = nullptr;
+    if (ldns_wire2pkt(&a, in.data(), static_cast<size_t>(n)) != LDNS_STATUS_OK) return "garbage";
+    static const char* kRcodes[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"};
+    unsigned rc = ldns_pkt_get_rcode(a);
+    std::string out = rc < 6 ? kRcodes[rc] : std::to_string(rc);
+    out += ":";
+    ldns_rr_list* ans = ldns_pkt_answer(a);
+    for (size_t i = 0; i < ldns_rr_list_rr_count(ans); ++i) {
+      ldns_rr* rr = ldns_rr_list_rr(ans, i);
+      if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_A) continue;
+      char* t = ldns_rdf2str(ldns_rr_rdf(rr, 0));
+      out += std::string(" ") + t + "/" + std::to_string(ldns_rr_ttl(rr));
+      free(t);
+    }
+    ldns_pkt_free(a);
+    return out;
+  });
+}
+
+class DomainAllowTest : public NetworkTest {
+ protected:
+  void SetUp() override {
+    NetworkTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // TTL 5 is raised to the 30 s minimum of the set; 86400 capped to 1 h.
+    for (const char* rr : {"api.example.test. 5 IN A 198.51.100.7",
+                           "x.wild.test. 86400 IN A 198.51.100.8",
+                           "a.b.wild.test. 300 IN A 198.51.100.8",
+                           "wild.test. 300 IN A 198.51.100.99",
+                           "other.test. 300 IN A 198.51.100.9",
+                           "rebind.example.test. 300 IN A 127.0.0.1",
+                           "rebind.example.test. 300 IN A 10.0.0.1",
+                           "rebind.example.test. 300 IN A 169.254.169.254",
+                           "alias.example.test. 300 IN CNAME cdn.other.test.",
+                           "cdn.other.test. 300 IN A 198.51.100.11"})
+      upstream_.Add(rr);
+    ::setenv("SKIFF_DNS_UPSTREAM", ("127.0.0.1:" + std::to_string(upstream_.port())).c_str(), 1);
+  }
+  void TearDown() override { ::unsetenv("SKIFF_DNS_UPSTREAM"); }
+
+  SandboxPolicy Filtered(SandboxPolicy p) {
+    p.net_allow = {"api.example.test", "*.wild.test", "rebind.example.test", "alias.example.test"};
+    return p;
+  }
+
+  std::string SetOf(const std::string& ns_path, const char* family) {
+    return Shell("nsenter --net=" + ns_path + " nft list set " + family + " skiff dns4");
+  }
+
+  void ExpectDnsVerdicts(int netns_fd) {
+    EXPECT_EQ(Ask(netns_fd, "api.example.test"), "NOERROR: 198.51.100.7/5");
+    EXPECT_EQ(Ask(netns_fd, "API.Example.TEST."), "NOERROR: 198.51.100.7/5") << "names are case-blind";
+    EXPECT_EQ(Ask(netns_fd, "x.wild.test"), "NOERROR: 198.51.100.8/3600") << "TTL capped to 1 h";
+    EXPECT_EQ(Ask(netns_fd, "a.b.wild.test", /*tcp=*/true), "NOERROR: 198.51.100.8/300");
+    EXPECT_EQ(Ask(netns_fd, "wild.test"), "REFUSED:") << "*.x does not cover the apex";
+    EXPECT_EQ(Ask(netns_fd, "other.test"), "REFUSED:");
+    EXPECT_EQ(Ask(netns_fd, "other.test", /*tcp=*/true), "REFUSED:");
+    EXPECT_EQ(Ask(netns_fd, "xapi.example.test"), "REFUSED:");
+    EXPECT_EQ(Ask(netns_fd, "a.api.example.test"), "REFUSED:") << "exact entries cover no subdomain";
+    EXPECT_EQ(Ask(netns_fd, "alias.example.test"), "NOERROR: 198.51.100.11/300");
+    std::string rebind = Ask(netns_fd, "rebind.example.test");
+    EXPECT_EQ(rebind.rfind("NOERROR:", 0), 0u) << rebind;
+    // Garbage gets FORMERR or nothing, and the filter keeps serving.
+    std::vector<uint8_t> junk = {0x12, 0x34, 0x01, 0x00, 0x00, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03};
+    EXPECT_EQ(Ask(netns_fd, "", false, &junk), "FORMERR:");
+    std::vector<uint8_t> tiny = {1, 2, 3};
+    EXPECT_EQ(Ask(netns_fd, "", false, &tiny), "timeout");
+    EXPECT_EQ(Ask(netns_fd, "api.example.test"), "NOERROR: 198.51.100.7/5");
+    EXPECT_EQ(upstream_.Asked("wild.test."), 0);
+    EXPECT_EQ(upstream_.Asked("other.test."), 0) << "a refused name reached the upstream resolver";
+  }
+
+  void ExpectSet(const std::string& set) {
+    for (const char* in : {"198.51.100.7 timeout 30s", "198.51.100.8 timeout 1h", "198.51.100.11"})
+      EXPECT_NE(set.find(in), std::string::npos) << in << "\n" << set;
+    for (const char* out : {"198.51.100.9", "198.51.100.99", "127.0.0.1", "10.0.0.1", "169.254"})
+      EXPECT_EQ(set.find(out), std::string::npos) << out << "\n" << set;
+  }
+
+  TestUpstream upstream_;
+};
+
+TEST_F(DomainAllowTest, JailResolvesOnlyAllowedNamesAndReachesOnlyTheirAddresses) {
+  auto iso = MakeJailIsolator();
+  auto img = HostImage();
+  ASSERT_TRUE(img.ok()) << img.error().ToString();
+  SandboxPolicy p = Filtered(Base());
+  p.rootfs = img->rootfs;
+  int threads_before = 0;
+  {
+    DIR* d = ::opendir("/proc/self/task");
+    while (dirent* e = ::readdir(d)) threads_before += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  auto inst = iso->Start(p);
+  ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+  uint64_t ino = (*inst)->Describe()["netns_inode"].get<uint64_t>();
+  std::string ns = NetnsPath(ino);
+  ASSERT_FALSE(ns.empty());
+  int ns_fd = ::open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ns_fd, 0);
+  EXPECT_EQ(OwnThreadsIn(ino), 1) << "one filter thread serves the sandbox";
+
+  // A peer namespace behind a veth stands in for the internet: the
+  // sandbox's route to 198.51.100.0/24 leads there, so every connection
+  // the filter lets through stays on this host.
+  int peer = NewNetns();
+  ASSERT_GE(peer, 0);
+  std::string peer_path = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(peer);
+  std::string setup = Shell(
+      "set -e; nsenter --net=" + ns + " ip link add sbx0 type veth peer name peer0 netns " + peer_path +
+      "; nsenter --net=" + ns + " ip link set sbx0 up; nsenter --net=" + ns +
+      " ip route add 198.51.100.0/24 dev sbx0; nsenter --net=" + peer_path +
+      " sh -c 'ip link set lo up; ip link set peer0 up; for a in 7 8 9 11; do ip addr add "
+      "198.51.100.$a/32 dev peer0; done; ip route add 10.0.2.0/24 dev peer0'");
+  ASSERT_EQ(setup.find("<exit"), std::string::npos) << setup;
+  auto web = InNetns(peer, [] { return std::make_unique<HostServer>("0.0.0.0", "peer"); });
+  ASSERT_TRUE(web && web->ok());
+  // Port 53 on the peer: a resolver the sandbox must not reach.
+  int dns53 = InNetns(peer, [] {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(53);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    return ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 && ::listen(fd, 4) == 0 ? fd : -1;
+  });
+  ASSERT_GE(dns53, 0);
+
+  ExpectDnsVerdicts(ns_fd);
+  {
+    auto c = proto::Client::Connect((*inst)->TakeChannel(), 30s);
+    ASSERT_TRUE(c.ok()) << c.error().ToString();
+    std::string port = std::to_string(web->port());
+    std::string out = Sh(
+        **c,
+        "try() { if /bin/busybox nc -w 2 $2 $3 </dev/null >/tmp/nc.$1 2>&1; then "
+        "echo \"$1: ok $(cat /tmp/nc.$1)\"; else echo \"$1: fail\"; fi; }\n"
+        "/bin/busybox nslookup api.example.test >/tmp/ns1 2>&1; echo lookup=$?; grep -c 198.51.100.7 /tmp/ns1\n"
+        "/bin/busybox nslookup other.test >/tmp/ns2 2>&1; echo refused=$?; grep -o REFUSED /tmp/ns2 | head -1\n"
+        "try named 198.51.100.7 " + port + "\n"
+        "try wildcard 198.51.100.8 " + port + "\n"
+        "try cname 198.51.100.11 " + port + "\n"
+        "try unnamed 198.51.100.9 " + port + "\n"
+        "try dns53 198.51.100.7 53\n"
+        "try rebind 10.0.0.1 80\n");
+    EXPECT_NE(out.find("lookup=0\n1\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("refused=1\nREFUSED\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("named: ok hello-peer\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("wildcard: ok hello-peer\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("cname: ok hello-peer\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("unnamed: fail\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("dns53: fail\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("rebind: fail\n"), std::string::npos) << out;
+    EXPECT_EQ(web->accepted(), 3) << "only addresses of allowed names were reached";
+    pollfd pf{dns53, POLLIN, 0};
+    EXPECT_EQ(::poll(&pf, 1, 0), 0) << "TCP/53 to another resolver got through";
+  }
+  ExpectSet(SetOf(ns, "inet"));
+  ::close(dns53);
+  web.reset();
+  ::close(peer);
+  ::close(ns_fd);
+  (*inst)->Stop(1000ms);
+  inst->reset();
+  EXPECT_EQ(OwnThreadsIn(ino), 0) << "the filter thread survived the sandbox";
+  EXPECT_EQ(NetnsUsers(ino), 0) << "the sandbox network namespace is still referenced";
+  int threads_after = 0;
+  {
+    DIR* d = ::opendir("/proc/self/task");
+    while (dirent* e = ::readdir(d)) threads_after += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  EXPECT_LE(threads_after, threads_before);
+}
+
+TEST_F(DomainAllowTest, BridgeNamespaceServesTheFilterAndTearsDown) {
+  // The microVM's network without a VM: the resolver address on br0, the
+  // set in the bridge table, the same verdicts.
+  auto sn = net::SandboxNet::Create({{}, Filtered(Base()).net_allow}, net::Mode::kBridge);
+  ASSERT_TRUE(sn.ok()) << sn.error().ToString();
+  ASSERT_TRUE((*sn)->dns_filtered());
+  uint64_t ino = (*sn)->netns_inode();
+  ExpectDnsVerdicts((*sn)->netns_fd());
+  ExpectSet(SetOf(NetnsPath(ino), "bridge"));
+  EXPECT_EQ(OwnThreadsIn(ino), 1);
+  sn->reset();
+  EXPECT_EQ(OwnThreadsIn(ino), 0);
+  EXPECT_EQ(NetnsUsers(ino), 0);
+}
+
+TEST_F(DomainAllowTest, NoDomainEntryNoFilter) {
+  auto sn = net::SandboxNet::Create({{}, {"203.0.113.0/24"}}, net::Mode::kLocal);
+  ASSERT_TRUE(sn.ok()) << sn.error().ToString();
+  EXPECT_FALSE((*sn)->dns_filtered());
+  EXPECT_EQ(OwnThreadsIn((*sn)->netns_inode()), 0);
 }
 
 class MicrovmNetworkTest : public NetworkTest {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <net/if_arp.h>
 #include <linux/if_tun.h>
 #include <linux/sockios.h>
 #include <net/if.h>
@@ -38,6 +39,9 @@ namespace {
 constexpr const char* kSlirpTap = "tap0";  // slirp4netns' end
 constexpr const char* kGuestTap = "vm0";   // QEMU's end (kBridge)
 constexpr const char* kBridge = "br0";
+// br0's MAC with a DNS filter: guest DNS frames are re-addressed to it.
+constexpr unsigned char kBridgeMac[6] = {0x02, 0x53, 0x0a, 0x00, 0x02, 0x03};
+constexpr const char* kBridgeMacText = "02:53:0a:00:02:03";
 constexpr auto kReadyTimeout = std::chrono::seconds(10);
 
 Error NetError(std::string_view detail) { return Platform("network", detail); }
@@ -144,11 +148,39 @@ Status AddToBridge(int sock, const char* port) {
   return OkStatus();
 }
 
-// libnftables keeps some process-wide state; one ruleset load at a time.
-std::mutex g_nft_mu;
+Status SetAddress(int sock, const char* ifname, const char* addr, const char* mask) {
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+  auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
+  sin->sin_family = AF_INET;
+  ::inet_pton(AF_INET, addr, &sin->sin_addr);
+  if (::ioctl(sock, SIOCSIFADDR, &ifr) < 0) return Error::Sys(Code::kS300, "ioctl(SIOCSIFADDR)", ifname, errno);
+  ::inet_pton(AF_INET, mask, &sin->sin_addr);
+  if (::ioctl(sock, SIOCSIFNETMASK, &ifr) < 0)
+    return Error::Sys(Code::kS300, "ioctl(SIOCSIFNETMASK)", ifname, errno);
+  return OkStatus();
+}
+
+// A socket bound to the sandbox resolver address (10.0.2.3:53), made in
+// the calling thread's namespace.
+Result<UniqueFd> DnsSocket(int type) {
+  UniqueFd fd(::socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return Error::Sys(Code::kS300, "socket", "dns filter", errno);
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(53);
+  ::inet_pton(AF_INET, kDns, &sa.sin_addr);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
+    return Error::Sys(Code::kS300, "bind", "10.0.2.3:53", errno);
+  if (type == SOCK_STREAM && ::listen(fd.get(), 16) < 0)
+    return Error::Sys(Code::kS300, "listen", "10.0.2.3:53", errno);
+  return fd;
+}
 
 Status LoadRuleset(const std::string& rules) {
-  std::lock_guard<std::mutex> g(g_nft_mu);
+  std::lock_guard<std::mutex> g(NftMutex());
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
   if (ctx == nullptr) return Error(Code::kS300, "nft_ctx_new failed");
   nft_ctx_buffer_output(ctx);
@@ -167,6 +199,26 @@ bool Executable(const std::string& p) { return !p.empty() && ::access(p.c_str(),
 
 }  // namespace
 
+// libnftables keeps some process-wide state; one command at a time.
+std::mutex& NftMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+bool ResolvedAddressEligible(in_addr a, const std::vector<std::string>& host_addrs) {
+  V4Net n{ntohl(a.s_addr), 32};
+  auto in_any = [&](const auto& list) {
+    return std::any_of(std::begin(list), std::end(list), [&](const char* r) {
+      V4Net range;
+      return ParseV4(r, &range) && Inside(n, range);
+    });
+  };
+  if (in_any(kNeverV4) || in_any(kPrivateV4)) return false;
+  char buf[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return std::find(host_addrs.begin(), host_addrs.end(), std::string(buf)) == host_addrs.end();
+}
+
 Result<AllowList> ParseAllow(const std::vector<std::string>& allow) {
   AllowList out;
   for (size_t i = 0; i < allow.size(); ++i) {
@@ -182,10 +234,11 @@ Result<AllowList> ParseAllow(const std::vector<std::string>& allow) {
       (priv ? out.v4_private : out.v4_public).push_back(V4Text(v4));
     } else if (ParseV6(e, &v6)) {
       out.v6.push_back(v6);
+    } else if (DomainPolicy::Parse({e}).ok()) {
+      out.domains.push_back(e);
     } else {
       return NetError("network.allow[" + std::to_string(i) + "] '" + e +
-                      "': domain entries are not enforced by this version of skiff (no "
-                      "DNS-filtering resolver); list IP addresses or CIDRs instead");
+                      "': not a domain, *.domain, IP address or CIDR");
     }
     out.empty = false;
   }
@@ -200,10 +253,20 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
   // Jail: refused at once (ICMP port unreachable, so connect() fails fast);
   // bridge: dropped (the kernel here has no bridge-family reject).
   const std::string deny = mode == Mode::kLocal ? " reject\n" : " drop\n";
+  const bool filtered = !allow.domains.empty();
   std::ostringstream body;
-  // DNS through the gateway's resolver, then the gateway's host ports.
-  body << "    ip daddr " << kDns << " udp dport 53 accept\n";
-  body << "    ip daddr " << kDns << " tcp dport 53 accept\n";
+  if (filtered && mode == Mode::kLocal) {
+    // Connections accepted once outlive the timeout of the set element
+    // that let them start.
+    body << "    ct state established,related accept\n";
+  }
+  // DNS through the gateway's resolver (with domain entries, the filter
+  // answers the resolver address in the namespace itself: no packet to
+  // it leaves), then the gateway's host ports.
+  if (!filtered) {
+    body << "    ip daddr " << kDns << " udp dport 53 accept\n";
+    body << "    ip daddr " << kDns << " tcp dport 53 accept\n";
+  }
   if (!ports.empty()) {
     std::string set;
     for (uint16_t p : ports) set += (set.empty() ? "" : ", ") + std::to_string(p);
@@ -213,6 +276,9 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
   // Everything else on the sandbox network (other gateway ports, the DNS
   // address on other ports) is denied, whatever `allow` says.
   body << "    ip daddr " << kSubnet << deny;
+  // With domain entries no other resolver is reachable, whatever `allow`
+  // says: the filter is the only way to get a name's address.
+  if (filtered) body << "    udp dport 53" << deny << "    tcp dport 53" << deny;
   std::set<std::string> seen;
   for (const auto& a : host_addrs) {
     V4Net n;
@@ -230,22 +296,50 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
     body << (mode == Mode::kLocal ? "    meta nfproto ipv4 accept\n" : "    ether type ip accept\n");
   } else {
     for (const auto& c : allow.v4_public) body << "    ip daddr " << c << " accept\n";
+    if (filtered) {
+      // Addresses the DNS filter resolved for allowed names. The bridge
+      // has no connection tracking here: a packet refreshes its address
+      // for the longest set timeout instead, so a connection in use is
+      // not cut when the element would have expired.
+      body << "    ip daddr @dns4"
+           << (mode == Mode::kLocal ? "" : " update @dns4 { ip daddr timeout " +
+                                               std::to_string(kDnsMaxTtl) + "s }")
+           << " accept\n";
+    }
   }
   if (mode == Mode::kLocal) body << "    reject\n";
   // No IPv6 route exists; the policy drops IPv6 and everything not accepted.
   std::ostringstream out;
   if (mode == Mode::kLocal) {
-    out << "table inet skiff {\n"
-        << "  chain egress {\n"
+    out << "table inet skiff {\n";
+    if (filtered) out << "  set dns4 { type ipv4_addr; flags timeout; size 4096; }\n";
+    out << "  chain egress {\n"
         << "    type filter hook output priority filter; policy drop;\n"
         << "    oifname \"lo\" accept\n"
         << body.str() << "  }\n"
         << "}\n";
   } else {
-    out << "table bridge skiff {\n"
-        << "  chain local {\n"
-        << "    type filter hook input priority filter; policy drop;\n"
-        << "  }\n"
+    out << "table bridge skiff {\n";
+    if (filtered) {
+      // Guest DNS to the resolver address is delivered to br0 (which
+      // carries 10.0.2.3 and the filter's sockets) instead of slirp4netns.
+      out << "  set dns4 { type ipv4_addr; flags dynamic, timeout; size 4096; }\n"
+          << "  chain dns {\n"
+          << "    type filter hook prerouting priority -300; policy accept;\n";
+      for (const char* proto : {"udp", "tcp"})
+        out << "    iifname \"" << kGuestTap << "\" ip daddr " << kDns << " " << proto
+            << " dport 53 ether daddr set " << kBridgeMacText << " meta pkttype set host\n";
+      out << "  }\n";
+    }
+    out << "  chain local {\n"
+        << "    type filter hook input priority filter; policy drop;\n";
+    if (filtered) {
+      out << "    iifname \"" << kGuestTap << "\" ether type arp accept\n";
+      for (const char* proto : {"udp", "tcp"})
+        out << "    iifname \"" << kGuestTap << "\" ip daddr " << kDns << " " << proto
+            << " dport 53 accept\n";
+    }
+    out << "  }\n"
         << "  chain egress {\n"
         << "    type filter hook forward priority filter; policy drop;\n"
         << "    iifname \"" << kSlirpTap << "\" oifname \"" << kGuestTap << "\" accept\n"
@@ -344,8 +438,14 @@ nlohmann::json Doctor() {
   Status avail = Available();
   if (avail.ok()) {
     // A full trial: namespace, filter, bridge, slirp4netns ready.
+    // With a domain entry, so the DNS filter is part of the trial.
     auto t0 = std::chrono::steady_clock::now();
-    auto trial = SandboxNet::Create(NetPolicy{}, Mode::kBridge);
+    auto trial = SandboxNet::Create(NetPolicy{{}, {"doctor.invalid"}}, Mode::kBridge);
+    j["domain_allow_entries"] = trial.ok();
+    if (!trial.ok()) {
+      j["domain_error"] = trial.error().message();
+      trial = SandboxNet::Create(NetPolicy{}, Mode::kBridge);
+    }
     j["setup_ok"] = trial.ok();
     if (!trial.ok()) j["error"] = trial.error().message();
     j["setup_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -353,16 +453,30 @@ nlohmann::json Doctor() {
   } else {
     j["setup_ok"] = false;
     j["error"] = avail.error().message();
+    j["domain_allow_entries"] = false;
   }
   j["available"] = j["setup_ok"];
   j["ipv6_egress"] = false;
-  j["domain_allow_entries"] = false;
   return j;
 }
 
 Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, Mode mode) {
   SKIFF_RETURN_IF_ERROR(Available());
-  SKIFF_ASSIGN_OR_RETURN(std::string rules, BuildRuleset(policy, mode, HostAddresses()));
+  const std::vector<std::string> host_addrs = HostAddresses();
+  SKIFF_ASSIGN_OR_RETURN(std::string rules, BuildRuleset(policy, mode, host_addrs));
+  SKIFF_ASSIGN_OR_RETURN(AllowList allow, ParseAllow(policy.allow));
+  const bool filtered = !allow.domains.empty();
+  DnsFilter::Options dns;
+  if (filtered) {
+    auto domains = DomainPolicy::Parse(allow.domains);
+    if (!domains.ok()) return NetError(domains.error().message());
+    dns.policy = std::move(domains).value();
+    auto up = UpstreamResolver();
+    if (!up.ok()) return NetError("dns filter: " + up.error().message());
+    dns.upstream = *up;
+    dns.nft_family = mode == Mode::kLocal ? "inet" : "bridge";
+    dns.eligible = [host_addrs](in_addr a) { return ResolvedAddressEligible(a, host_addrs); };
+  }
   std::unique_ptr<SandboxNet> sn(new SandboxNet());
 
   // 1. The namespace, its loopback, the guest tap and bridge, the filter.
@@ -390,7 +504,24 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
         return Error::Sys(Code::kS300, "ioctl(SIOCBRADDBR)", kBridge, errno);
       SKIFF_RETURN_IF_ERROR(AddToBridge(sock.get(), kGuestTap));
       SKIFF_RETURN_IF_ERROR(SetUp(sock.get(), kGuestTap));
+      if (filtered) {
+        ifreq ifr{};
+        std::strncpy(ifr.ifr_name, kBridge, IFNAMSIZ - 1);
+        ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+        std::memcpy(ifr.ifr_hwaddr.sa_data, kBridgeMac, sizeof kBridgeMac);
+        if (::ioctl(sock.get(), SIOCSIFHWADDR, &ifr) < 0)
+          return Error::Sys(Code::kS300, "ioctl(SIOCSIFHWADDR)", kBridge, errno);
+      }
       SKIFF_RETURN_IF_ERROR(SetUp(sock.get(), kBridge));
+    }
+    if (filtered) {
+      // The resolver address becomes local to the namespace: on a lo alias
+      // (jail: queries never leave the namespace), or on br0 (microVM).
+      SKIFF_RETURN_IF_ERROR(mode == Mode::kLocal
+                                ? SetAddress(sock.get(), "lo:dns", kDns, "255.255.255.255")
+                                : SetAddress(sock.get(), kBridge, kDns, "255.255.255.0"));
+      SKIFF_ASSIGN_OR_RETURN(dns.udp, DnsSocket(SOCK_DGRAM));
+      SKIFF_ASSIGN_OR_RETURN(dns.tcp, DnsSocket(SOCK_STREAM));
     }
     return OkStatus();
   });
@@ -496,10 +627,20 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
     if (!st.ok()) return NetError(st.error().message());
     sn->tap_ = std::move(tap);
   }
+
+  // 5. The DNS filter, last: nothing in the sandbox runs before Create
+  // returns, so no query can arrive before it does.
+  if (filtered) {
+    dns.netns_fd = sn->netns_.get();
+    auto f = DnsFilter::Start(std::move(dns));
+    if (!f.ok()) return NetError(f.error().message());
+    sn->dns_ = std::move(f).value();
+  }
   return sn;
 }
 
 SandboxNet::~SandboxNet() {
+  dns_.reset();
   exit_pipe_.reset();
   if (slirp_.valid() && !slirp_.exited()) {
     (void)slirp_.Signal(SIGKILL);

@@ -13,6 +13,9 @@
 //   - an nftables ruleset (libnftables) enforcing the egress policy:
 //     gateway only on `network.host_ports`, DNS, no special ranges, no host
 //     addresses, `network.allow` CIDRs.
+//   - with domain entries in `network.allow`: a DNS filter (dns_filter.h)
+//     answering 10.0.2.3:53 inside the namespace, and an nftables set
+//     `dns4` of the addresses it resolved for allowed names.
 // Mode kLocal (jail): the sandbox's processes live in the namespace; tap0
 // carries 10.0.2.100/24 and the default route; the filter is on the output
 // hook. Mode kBridge (microVM): the namespace holds a bridge joining tap0 and
@@ -25,6 +28,8 @@
 // so a crash of the owning process leaves nothing running.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +40,7 @@
 #include "base/error.h"
 #include "base/pidfd.h"
 #include "base/unique_fd.h"
+#include "isolation/net/dns_filter.h"
 
 namespace skiff::net {
 
@@ -52,13 +58,13 @@ struct NetPolicy {
   std::vector<std::string> allow;    // config network.allow
 };
 
-// Splits network.allow into IPv4/IPv6 CIDRs. Domain entries are not
-// enforced by this version: they are refused (S300 naming the key) rather
-// than ignored.
+// Splits network.allow into IPv4/IPv6 CIDRs and domain entries (an entry
+// that is none of them: S300 naming the key).
 struct AllowList {
   std::vector<std::string> v4_private;  // CIDRs inside a private range: unlock it
   std::vector<std::string> v4_public;
   std::vector<std::string> v6;          // accepted, but no IPv6 egress exists
+  std::vector<std::string> domains;     // `example.com`, `*.example.com`: the DNS filter
   bool empty = true;
 };
 Result<AllowList> ParseAllow(const std::vector<std::string>& allow);
@@ -67,6 +73,10 @@ Result<AllowList> ParseAllow(const std::vector<std::string>& allow);
 // `host_addrs` are the host's own addresses (IPv4 and IPv6), always denied.
 Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
                                  const std::vector<std::string>& host_addrs);
+
+// Whether a resolved IPv4 address may enter the `dns4` set: public unicast
+// (none of the denied or private ranges of §6.3) and not a host address.
+bool ResolvedAddressEligible(in_addr a, const std::vector<std::string>& host_addrs);
 
 // The addresses currently assigned to the host's interfaces.
 std::vector<std::string> HostAddresses();
@@ -101,6 +111,8 @@ class SandboxNet {
   // The namespace's inode (what /proc/<pid>/ns/net links name), for facts.
   uint64_t netns_inode() const;
   bool HelperRunning();
+  // Whether a DNS filter answers the sandbox's queries (domain entries).
+  bool dns_filtered() const { return dns_ != nullptr; }
 
  private:
   SandboxNet() = default;
@@ -108,6 +120,7 @@ class SandboxNet {
   UniqueFd tap_;
   UniqueFd exit_pipe_;  // write end; slirp4netns exits when it closes
   Process slirp_;
+  std::unique_ptr<DnsFilter> dns_;  // domain entries in network.allow
 };
 
 }  // namespace skiff::net
