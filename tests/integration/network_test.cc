@@ -801,6 +801,59 @@ TEST_F(MicrovmNetworkTest, GuestEgressPolicyAndTeardown) {
   RunProbe(*iso_, VmPolicy(true), "eth0");
 }
 
+class MicrovmDomainAllowTest : public DomainAllowTest {
+ protected:
+  void SetUp() override {
+    DomainAllowTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    iso_ = MakeMicrovmIsolator();
+    auto st = iso_->Available();
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
+    rootfs_ = BusyboxRootfs();
+    ASSERT_FALSE(rootfs_.empty()) << "could not build the busybox erofs test image";
+  }
+  std::unique_ptr<Isolator> iso_;
+  std::string rootfs_;
+};
+
+TEST_F(MicrovmDomainAllowTest, GuestQueriesReachTheFilterOverTheBridge) {
+  SandboxPolicy p = Filtered(Base());
+  p.rootfs.block_image = rootfs_;
+  p.rootfs.block_fstype = "erofs";
+  p.memory_mb = 256;
+  auto inst = iso_->Start(p);
+  ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+  uint64_t ino = (*inst)->Describe()["netns_inode"].get<uint64_t>();
+  {
+    auto c = proto::Client::Connect((*inst)->TakeChannel(), 60s);
+    ASSERT_TRUE(c.ok()) << c.error().ToString();
+    // The guest's own resolver (10.0.2.3, its resolv.conf) is the filter:
+    // its frames are delivered to br0, never to slirp4netns.
+    std::string out = Sh(**c,
+                         "for n in api.example.test x.wild.test wild.test other.test; do "
+                         "/bin/busybox nslookup $n >/tmp/ns 2>&1; echo $n=$? $(grep -o "
+                         "'198.51.100.[0-9]*\\|REFUSED' /tmp/ns | head -1); done\n"
+                         "if /bin/busybox nc -w 2 10.0.2.3 53 </dev/null; then echo tcp53=ok; "
+                         "else echo tcp53=fail; fi\n",
+                         60000);
+    EXPECT_NE(out.find("api.example.test=0 198.51.100.7\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("x.wild.test=0 198.51.100.8\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("wild.test=1 REFUSED\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("other.test=1 REFUSED\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("tcp53=ok\n"), std::string::npos) << "TCP to the resolver reaches the filter\n" << out;
+  }
+  std::string set = SetOf(NetnsPath(ino), "bridge");
+  EXPECT_NE(set.find("198.51.100.7"), std::string::npos) << set;
+  EXPECT_NE(set.find("198.51.100.8"), std::string::npos) << set;
+  EXPECT_EQ(set.find("198.51.100.99"), std::string::npos) << set;
+  EXPECT_EQ(upstream_.Asked("other.test."), 0);
+  EXPECT_EQ(OwnThreadsIn(ino), 1);
+  (*inst)->Stop(1000ms);
+  inst->reset();
+  EXPECT_EQ(OwnThreadsIn(ino), 0) << "the filter thread survived the VM";
+  EXPECT_EQ(NetnsUsers(ino), 0);
+}
+
 TEST_F(MicrovmNetworkTest, NoNetworkMeansOnlyLoopback) {
   auto inst = iso_->Start(VmPolicy(false));
   ASSERT_TRUE(inst.ok()) << inst.error().ToString();
