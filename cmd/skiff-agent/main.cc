@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
     SKIFF_LOG(Error) << "cannot build the child confinement: " << policy.error().ToString();
     return 1;
   }
+  // What every child would repeat (bounding set, no_new_privs, ...) is done
+  // once here and inherited.
+  if (auto r = skiff::confine::ApplyToParent(*policy); !r.ok()) {
+    SKIFF_LOG(Error) << "cannot confine the agent for its children: " << r.step << ": "
+                     << skiff::ErrnoName(r.err);
+    return 1;
+  }
   skiff::agent::AgentOptions opt;
   opt.child_policy = &*policy;
   opt.vm = vm;

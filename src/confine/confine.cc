@@ -143,9 +143,9 @@ Result<ChildPolicy> BuildChildPolicy() {
 }
 
 // Async-signal-safe: raw syscalls on data prepared by the parent.
-ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
-  rlimit core{0, 0};
-  if (::setrlimit(RLIMIT_CORE, &core) < 0) return {errno, "setrlimit(RLIMIT_CORE)"};
+namespace {
+
+ApplyResult LowerNofile(const ChildPolicy& p) noexcept {
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
     rlimit want = nofile;
@@ -153,6 +153,10 @@ ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
     if (want.rlim_cur > want.rlim_max) want.rlim_cur = want.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &want) < 0) return {errno, "setrlimit(RLIMIT_NOFILE)"};
   }
+  return {};
+}
+
+ApplyResult DropBoundingAndAmbient(const ChildPolicy& p) noexcept {
   // Bounding set first (needs CAP_SETPCAP, which is kept).
   for (int cap = 0; cap <= p.last_cap; ++cap) {
     if (p.keep_caps & Bit(cap)) continue;
@@ -162,6 +166,64 @@ ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
     return {errno, "prctl(PR_CAP_AMBIENT_CLEAR_ALL)"};
+  return {};
+}
+
+ApplyResult LoadFilter(const ChildPolicy& p) noexcept {
+  if (p.filter.empty()) return {};
+  sock_fprog prog{static_cast<unsigned short>(p.filter.size()),
+                  const_cast<sock_filter*>(p.filter.data())};
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+    return {errno, "prctl(PR_SET_SECCOMP)"};
+  return {};
+}
+
+}  // namespace
+
+ApplyResult ApplyToParent(ChildPolicy& p) noexcept {
+  rlimit core{0, 0};
+  if (::setrlimit(RLIMIT_CORE, &core) < 0) return {errno, "setrlimit(RLIMIT_CORE)"};
+  if (auto r = DropBoundingAndAmbient(p); !r.ok()) return r;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return {errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &hdr, data) < 0) return {errno, "capget"};
+  // What a child keeps: the parent's sets within the policy (the same
+  // computation as the full path below, done once).
+  uint32_t keep[2] = {static_cast<uint32_t>(p.keep_caps), static_cast<uint32_t>(p.keep_caps >> 32)};
+  for (int i = 0; i < 2; i++) {
+    p.child_caps[0][i] = data[i].effective & keep[i];
+    p.child_caps[1][i] = data[i].permitted & keep[i];
+    p.child_caps[2][i] = data[i].inheritable & keep[i];
+  }
+  p.parent_applied = true;
+  return {};
+}
+
+ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
+  if (p.parent_applied) {
+    // Core limit, bounding and ambient sets, no_new_privs: inherited.
+    if (auto r = LowerNofile(p); !r.ok()) return r;
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    for (int i = 0; i < 2; i++) {
+      data[i].effective = p.child_caps[0][i];
+      data[i].permitted = p.child_caps[1][i];
+      data[i].inheritable = p.child_caps[2][i];
+    }
+    if (::syscall(SYS_capset, &hdr, data) < 0) return {errno, "capset"};
+    return LoadFilter(p);
+  }
+  rlimit core{0, 0};
+  if (::setrlimit(RLIMIT_CORE, &core) < 0) return {errno, "setrlimit(RLIMIT_CORE)"};
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    rlimit want = nofile;
+    if (want.rlim_max > p.nofile) want.rlim_max = p.nofile;
+    if (want.rlim_cur > want.rlim_max) want.rlim_cur = want.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &want) < 0) return {errno, "setrlimit(RLIMIT_NOFILE)"};
+  }
+  if (auto r = DropBoundingAndAmbient(p); !r.ok()) return r;
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
   if (::syscall(SYS_capget, &hdr, data) < 0) return {errno, "capget"};
@@ -175,13 +237,7 @@ ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
   data[1].inheritable &= keep_hi;
   if (::syscall(SYS_capset, &hdr, data) < 0) return {errno, "capset"};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return {errno, "prctl(PR_SET_NO_NEW_PRIVS)"};
-  if (!p.filter.empty()) {
-    sock_fprog prog{static_cast<unsigned short>(p.filter.size()),
-                    const_cast<sock_filter*>(p.filter.data())};
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
-      return {errno, "prctl(PR_SET_SECCOMP)"};
-  }
-  return {};
+  return LoadFilter(p);
 }
 
 }  // namespace skiff::confine

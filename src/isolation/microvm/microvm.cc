@@ -702,12 +702,14 @@ SandboxPolicy TemplatePolicy(const SandboxPolicy& p) {
 // "" when any part cannot be identified (then no snapshot is used).
 std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const LaunchSpec& spec) {
   std::string key = kSnapshotFormat;
-  for (const std::string& f : {parts.qemu_real, parts.kernel, parts.initrd,
-                               tpl.rootfs.block_image}) {
+  for (const std::string& f : {parts.qemu_real, parts.kernel, tpl.rootfs.block_image}) {
     std::string id = FileIdentity(f);
     if (id.empty()) return {};
     key += "|" + id;
   }
+  // The initramfs is named by the agent's digest (its content), and two
+  // processes may write it at once: its path, not its inode, identifies it.
+  key += "|" + parts.initrd;
   struct utsname u {};
   ::uname(&u);
   std::string cpuinfo = ReadSmall("/proc/cpuinfo");
