@@ -2,13 +2,17 @@
 // inside that child.
 #include "confine/confine.h"
 
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -82,6 +86,65 @@ TEST_F(Confine, OrdinaryThingsStillWork) {
               return 0;
             }),
             0);
+}
+
+// The agent applies the inheritable part once (ApplyToParent) and each
+// child only the rest: the child must end up exactly as confined as with
+// the full ApplyInChild.
+TEST_F(Confine, ParentAppliedPathConfinesChildrenTheSame) {
+  auto state = [] {
+    // Bit 0..40: bounding set; then effective/permitted/inheritable words,
+    // no_new_privs, seccomp mode, core limit.
+    std::string out;
+    for (int cap = 0; cap <= 40; ++cap) out += ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 ? '1' : '0';
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    ::syscall(SYS_capget, &hdr, data);
+    for (auto& d : data)
+      out += " " + std::to_string(d.effective) + "/" + std::to_string(d.permitted) + "/" +
+             std::to_string(d.inheritable);
+    out += " nnp=" + std::to_string(::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+    out += " seccomp=" + std::to_string(::prctl(PR_GET_SECCOMP, 0, 0, 0, 0));
+    rlimit core{};
+    ::getrlimit(RLIMIT_CORE, &core);
+    out += " core=" + std::to_string(core.rlim_max);
+    return out;
+  };
+  // Each variant reports its child's state through a pipe.
+  auto run = [&](bool parent_first) {
+    int pfd[2];
+    EXPECT_EQ(::pipe(pfd), 0);
+    pid_t parent = ::fork();
+    if (parent == 0) {
+      ChildPolicy p = policy_;
+      if (parent_first && !ApplyToParent(p).ok()) ::_exit(201);
+      pid_t child = ::fork();
+      if (child == 0) {
+        if (!ApplyInChild(p).ok()) ::_exit(200);
+        std::string s = state();
+        (void)!::write(pfd[1], s.data(), s.size());
+        ::_exit(0);
+      }
+      int st = 0;
+      ::waitpid(child, &st, 0);
+      ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 255);
+    }
+    ::close(pfd[1]);
+    int st = 0;
+    ::waitpid(parent, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    std::string out;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(pfd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    ::close(pfd[0]);
+    return out;
+  };
+  std::string full = run(false), split = run(true);
+  EXPECT_FALSE(full.empty());
+  EXPECT_EQ(split, full);
+  EXPECT_NE(full.find("nnp=1"), std::string::npos) << full;
+  EXPECT_NE(full.find("seccomp=2"), std::string::npos) << full;
 }
 
 }  // namespace
