@@ -5,12 +5,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "base/fs_util.h"
@@ -19,6 +21,7 @@
 #include "base/paths.h"
 #include "base/text.h"
 #include "images/catalog.h"
+#include "images/host_image.h"
 
 namespace skiff {
 namespace {
@@ -49,10 +52,18 @@ std::optional<std::string> ReadLink(const std::string& path) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// Every host path the skeleton was built from whose change could change it
+// (see host_image.h: the stamp). Symlinks inside a copied directory are not
+// listed: replacing or removing one changes the directory's mtime.
+using Watched = std::vector<std::string>;
+
 // Copies a host /etc entry (file or symlink) if it exists.
-void CopyEntry(std::vector<Entry>& out, const std::string& host, const std::string& rel) {
+void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& host,
+               const std::string& rel, bool in_watched_dir = false) {
   struct stat st;
-  if (::lstat(host.c_str(), &st) < 0) return;
+  bool exists = ::lstat(host.c_str(), &st) == 0;
+  if (!(in_watched_dir && exists && S_ISLNK(st.st_mode))) watched.push_back(host);
+  if (!exists) return;
   if (S_ISLNK(st.st_mode)) {
     if (auto t = ReadLink(host)) out.push_back({Entry::kLink, rel, *t, 0777});
   } else if (S_ISREG(st.st_mode)) {
@@ -62,8 +73,9 @@ void CopyEntry(std::vector<Entry>& out, const std::string& host, const std::stri
 
 // Copies a host directory's regular files and symlinks, one level deep
 // (plus one more level for subdirectories when `depth` > 0).
-void CopyDir(std::vector<Entry>& out, const std::string& host, const std::string& rel,
-             int depth = 0) {
+void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host,
+             const std::string& rel, int depth = 0) {
+  watched.push_back(host);
   DIR* d = ::opendir(host.c_str());
   if (d == nullptr) return;
   std::vector<std::string> names;
@@ -79,14 +91,14 @@ void CopyDir(std::vector<Entry>& out, const std::string& host, const std::string
     std::string h = host + "/" + n;
     if (::lstat(h.c_str(), &st) < 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      if (depth > 0) CopyDir(out, h, rel + "/" + n, depth - 1);
+      if (depth > 0) CopyDir(out, watched, h, rel + "/" + n, depth - 1);
       continue;
     }
-    CopyEntry(out, h, rel + "/" + n);
+    CopyEntry(out, watched, h, rel + "/" + n, /*in_watched_dir=*/true);
   }
 }
 
-std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs) {
+std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& watched) {
   std::vector<Entry> e;
   for (const char* d : {"dev", "proc", "sys", "run", "mnt", "opt", "srv", "media", "home", "var",
                         "var/lib", "var/cache", "var/log", "usr", "etc"})
@@ -97,6 +109,7 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs) {
   // Debian 12 has merged /usr: /bin, /lib... are symlinks, kept as symlinks.
   for (const char* d : kHostDirs) {
     std::string host = std::string("/") + d;
+    watched.push_back(host);
     struct stat st;
     if (::lstat(host.c_str(), &st) < 0) continue;
     if (S_ISLNK(st.st_mode)) {
@@ -118,6 +131,7 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs) {
   {
     // Only resolver directives, never comments or anything else.
     std::string rc;
+    watched.push_back("/etc/resolv.conf");
     if (auto host = ReadSmallFile("/etc/resolv.conf", 64 * 1024)) {
       std::stringstream ss(*host);
       std::string line;
@@ -129,25 +143,26 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs) {
   file("etc/nsswitch.conf",
        "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
        "protocols: files\nservices: files\nethers: files\nrpc: files\n");
-  CopyEntry(e, "/etc/ld.so.cache", "etc/ld.so.cache");
-  CopyEntry(e, "/etc/ld.so.conf", "etc/ld.so.conf");
-  CopyDir(e, "/etc/ld.so.conf.d", "etc/ld.so.conf.d");
+  CopyEntry(e, watched, "/etc/ld.so.cache", "etc/ld.so.cache");
+  CopyEntry(e, watched, "/etc/ld.so.conf", "etc/ld.so.conf");
+  CopyDir(e, watched, "/etc/ld.so.conf.d", "etc/ld.so.conf.d");
   for (const char* f : {"os-release", "debian_version", "localtime", "timezone", "shells",
                         "protocols", "services", "mime.types", "ethertypes", "rpc"})
-    CopyEntry(e, std::string("/etc/") + f, std::string("etc/") + f);
+    CopyEntry(e, watched, std::string("/etc/") + f, std::string("etc/") + f);
   e.push_back({Entry::kDir, "etc/ssl", "", 0755});
-  CopyDir(e, "/etc/ssl/certs", "etc/ssl/certs");
-  CopyEntry(e, "/etc/ssl/openssl.cnf", "etc/ssl/openssl.cnf");
-  CopyDir(e, "/etc/alternatives", "etc/alternatives");
-  CopyDir(e, "/etc/ca-certificates", "etc/ca-certificates", 1);
+  CopyDir(e, watched, "/etc/ssl/certs", "etc/ssl/certs");
+  CopyEntry(e, watched, "/etc/ssl/openssl.cnf", "etc/ssl/openssl.cnf");
+  CopyDir(e, watched, "/etc/alternatives", "etc/alternatives");
+  CopyDir(e, watched, "/etc/ca-certificates", "etc/ca-certificates", 1);
   // Interpreter configuration (public, read by python3 at startup).
+  watched.push_back("/etc");  // a python* directory appearing or going
   if (DIR* d = ::opendir("/etc")) {
     std::vector<std::string> py;
     while (dirent* x = ::readdir(d))
       if (std::string(x->d_name).rfind("python", 0) == 0) py.push_back(x->d_name);
     ::closedir(d);
     std::sort(py.begin(), py.end());
-    for (const auto& n : py) CopyDir(e, "/etc/" + n, "etc/" + n, 1);
+    for (const auto& n : py) CopyDir(e, watched, "/etc/" + n, "etc/" + n, 1);
   }
   return e;
 }
@@ -220,7 +235,93 @@ Status MkdirP(const std::string& path) {
   return OkStatus();
 }
 
+// Writes the skeleton <base>/<hash>/root unless it is there; returns it.
+Result<std::string> MaterializeOnce(const std::string& base, const std::string& hash,
+                                    const std::vector<Entry>& entries) {
+  std::string dir = base + "/" + hash;
+  std::string root = dir + "/root";
+  if (::access(root.c_str(), F_OK) == 0) return root;
+  SKIFF_RETURN_IF_ERROR(MkdirP(base));
+  std::string tmp = base + "/.tmp-" + RandomHex(8);
+  if (::mkdir(tmp.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
+  Status st = Materialize(tmp + "/root", entries);
+  if (!st.ok()) {
+    (void)RemoveTree(tmp);
+    return Platform("image", "host: " + st.error().message());
+  }
+  if (::rename(tmp.c_str(), dir.c_str()) < 0) {
+    int err = errno;
+    (void)RemoveTree(tmp);  // lost a race with another process: theirs is identical
+    if (err != EEXIST && err != ENOTEMPTY) return Error::Sys(Code::kS300, "rename", dir, err);
+  }
+  SKIFF_LOG(Info) << "images: host image skeleton in " << dir;
+  return root;
+}
+
+// A new file with `data`; false (and nothing left) on any failure.
+bool WriteNew(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return false;
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  bool ok = off == data.size() && ::close(fd) == 0;
+  if (off != data.size()) ::close(fd);
+  if (!ok) ::unlink(path.c_str());
+  return ok;
+}
+
 }  // namespace
+
+namespace host_image {
+
+std::string StatLine(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) < 0) return path + "\t-";
+  auto ns = [](const timespec& t) {
+    return std::to_string(static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec);
+  };
+  return path + "\t" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_mode) + ":" + std::to_string(st.st_size) + ":" + ns(st.st_mtim) +
+         ":" + ns(st.st_ctim);
+}
+
+std::string MakeStamp(const std::string& hash, const std::vector<std::string>& watched,
+                      int64_t changed_since_ns) {
+  std::string out = "skiff-host-etc-stamp 1\n" + hash + "\n";
+  for (const auto& p : watched) {
+    if (p.find_first_of("\t\n") != std::string::npos) return "";  // not representable
+    struct stat st;
+    if (::lstat(p.c_str(), &st) == 0 &&
+        static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec >= changed_since_ns)
+      return "";  // changed during or just before the scan: what was read may be older
+    out += StatLine(p) + "\n";
+  }
+  return out;
+}
+
+std::optional<std::string> StampedHash(const std::string& stamp) {
+  std::stringstream ss(stamp);
+  std::string magic, hash, line;
+  if (!std::getline(ss, magic) || magic != "skiff-host-etc-stamp 1") return std::nullopt;
+  if (!std::getline(ss, hash) || hash.size() != 16 ||
+      hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return std::nullopt;
+  size_t n = 0;
+  while (std::getline(ss, line)) {
+    auto tab = line.find('\t');
+    if (tab == std::string::npos || StatLine(line.substr(0, tab)) != line) return std::nullopt;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return hash;
+}
+
+}  // namespace host_image
 
 Result<ResolvedImage> HostImage() {
   // Built once per process (and once per content on disk): the skeleton only
@@ -231,28 +332,41 @@ Result<ResolvedImage> HostImage() {
   if (cached && ::access(cached->rootfs.layers[0].lower[0].c_str(), F_OK) == 0) return *cached;
 
   std::vector<std::string> layer_dirs;
-  std::vector<Entry> entries = BuildSkeleton(&layer_dirs);
+  for (const char* d : kHostDirs) {
+    struct stat st;
+    std::string host = std::string("/") + d;
+    if (::lstat(host.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) layer_dirs.push_back(host);
+  }
   if (layer_dirs.empty() || layer_dirs[0] != "/usr")
     return Platform("image", "host: /usr is not a directory on this host");
-  std::string base = paths::CacheDir() + "/host-etc";
-  std::string dir = base + "/" + Hash(entries);
-  std::string root = dir + "/root";
-  if (::access(root.c_str(), F_OK) != 0) {
-    SKIFF_RETURN_IF_ERROR(MkdirP(base));
-    std::string tmp = base + "/.tmp-" + RandomHex(8);
-    if (::mkdir(tmp.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
-    Status st = Materialize(tmp + "/root", entries);
-    if (!st.ok()) {
-      (void)RemoveTree(tmp);
-      return Platform("image", "host: " + st.error().message());
+  const std::string base = paths::CacheDir() + "/host-etc";
+  const std::string stamp_path = base + "/stamp";
+  // A fresh process (every `skiff run host`) would otherwise read and hash
+  // some thousand /etc entries (~7 ms) to find the skeleton it already has:
+  // the stamp names it, valid while none of the paths it was built from
+  // has changed (see host_image.h).
+  std::string root;
+  if (auto text = ReadSmallFile(stamp_path, 1u << 20))
+    if (auto hash = host_image::StampedHash(*text))
+      if (std::string r = base + "/" + *hash + "/root"; ::access(r.c_str(), F_OK) == 0) root = r;
+  if (root.empty()) {
+    // File timestamps come from a coarse clock: anything changed within a
+    // second of the scan keeps the next process scanning too.
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t scan_start_ns = static_cast<int64_t>(now.tv_sec - 1) * 1000000000 + now.tv_nsec;
+    Watched watched;
+    std::vector<std::string> scanned_dirs;
+    std::vector<Entry> entries = BuildSkeleton(&scanned_dirs, watched);
+    if (scanned_dirs != layer_dirs) return Platform("image", "host: the host's / changed while read");
+    const std::string hash = Hash(entries);
+    SKIFF_ASSIGN_OR_RETURN(root, MaterializeOnce(base, hash, entries));
+    // Best effort: without a stamp the next process scans again.
+    if (std::string stamp = host_image::MakeStamp(hash, watched, scan_start_ns); !stamp.empty()) {
+      std::string tmp = stamp_path + ".tmp-" + RandomHex(8);
+      if (WriteNew(tmp, stamp) && ::rename(tmp.c_str(), stamp_path.c_str()) != 0)
+        ::unlink(tmp.c_str());
     }
-    if (::rename(tmp.c_str(), dir.c_str()) < 0) {
-      int err = errno;
-      (void)RemoveTree(tmp);  // lost a race with another process: theirs is identical
-      if (err != EEXIST && err != ENOTEMPTY)
-        return Error::Sys(Code::kS300, "rename", dir, err);
-    }
-    SKIFF_LOG(Info) << "images: host image skeleton in " << dir;
   }
 
   ResolvedImage img;

@@ -21,6 +21,7 @@
 #include "base/text.h"
 #include "images/build.h"
 #include "images/catalog.h"
+#include "images/host_image.h"
 #include "images/oci.h"
 #include "images/recipe.h"
 #include "base/sha256.h"
@@ -1014,6 +1015,87 @@ TEST(Import, HostileOuterArchiveIsRefused) {
   EXPECT_EQ(r.error().code(), Code::kS001);
   EXPECT_FALSE(Exists(dir / "escape.json"));
   EXPECT_FALSE(Exists(dir / "store/escape.json"));
+}
+
+
+// ---------- host image skeleton stamp ----------
+
+int64_t NowNs() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+class HostStampTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directory(dir / "certs");
+    WriteText(dir / "certs/bundle.crt", "aaaa");
+    fs::create_symlink("/usr/share/x", dir / "certs/link.pem");
+    WriteText(dir / "ld.so.cache", "cache");
+    // Older than the scan: a stamp is only written for paths whose last
+    // change is more than the margin before the scan began.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    watched = {dir / "certs", dir / "certs/bundle.crt", dir / "ld.so.cache", dir / "missing"};
+    stamp = host_image::MakeStamp(kHash, watched, NowNs());
+    ASSERT_FALSE(stamp.empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past a coarse clock tick
+  }
+  static constexpr const char* kHash = "0123456789abcdef";
+  TempDir dir;
+  std::vector<std::string> watched;
+  std::string stamp;
+};
+
+TEST_F(HostStampTest, UnchangedPathsNameTheSkeleton) {
+  EXPECT_EQ(host_image::StampedHash(stamp), std::optional<std::string>(kHash));
+}
+
+TEST_F(HostStampTest, FileRewrittenInPlaceWithTheSameSize) {
+  WriteText(dir / "certs/bundle.crt", "bbbb");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::nullopt);
+}
+
+TEST_F(HostStampTest, SymlinkReplacedInAWatchedDirectory) {
+  fs::remove(dir / "certs/link.pem");
+  fs::create_symlink("/usr/share/y", dir / "certs/link.pem");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::nullopt);
+}
+
+TEST_F(HostStampTest, EntryAddedToAWatchedDirectory) {
+  WriteText(dir / "certs/new.pem", "x");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::nullopt);
+}
+
+TEST_F(HostStampTest, MissingPathAppearsOrPresentPathGoes) {
+  WriteText(dir / "missing", "now here");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::nullopt);
+  fs::remove(dir / "missing");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::optional<std::string>(kHash));
+  fs::remove(dir / "ld.so.cache");
+  EXPECT_EQ(host_image::StampedHash(stamp), std::nullopt);
+}
+
+TEST_F(HostStampTest, NoStampForRecentChangesOrUnrepresentablePaths) {
+  // ld.so.cache changed after "the scan began": what was read may be older.
+  EXPECT_EQ(host_image::MakeStamp(kHash, watched, 0), "");
+  WriteText(dir / "a\nb", "x");
+  EXPECT_EQ(host_image::MakeStamp(kHash, {dir / "a\nb"}, NowNs()), "");
+}
+
+TEST_F(HostStampTest, MalformedStampsNameNothing) {
+  std::string body = stamp.substr(stamp.find('\n', stamp.find('\n') + 1) + 1);
+  for (const std::string& bad :
+       {std::string(), std::string("skiff-host-etc-stamp 2\n") + kHash + "\n" + body,
+        "skiff-host-etc-stamp 1\n../../etc/xx\n" + body,
+        "skiff-host-etc-stamp 1\n0123456789ABCDEF\n" + body,
+        std::string("skiff-host-etc-stamp 1\n") + kHash + "\n",
+        std::string("skiff-host-etc-stamp 1\n") + kHash + "\n/etc/hostname no-tab\n"})
+    EXPECT_EQ(host_image::StampedHash(bad), std::nullopt) << bad;
 }
 
 }  // namespace
