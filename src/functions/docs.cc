@@ -142,11 +142,13 @@ deliberately differs from it:
    `null` means "absent" for every optional field.
 5. **Error wording** for S001 details that the contract leaves open (range checks, NUL bytes,
    command-shape errors, `isolation`, `lang`) is listed in the Conventions above and is stable.
-6. **`network.allow` domain entries are not enforced yet.** IP and CIDR entries are. A create with
-   `network: true` on a daemon whose `network.allow` holds a domain (`example.com`,
-   `*.example.com`) fails with S300 `platform failure: network: network.allow[<i>] '<entry>': …`
-   instead of running under another policy than the one configured. There is no IPv6 egress:
-   every IPv6 destination is denied. See `docs/security.md`, "Networking".
+6. **Networking.** `network.allow` domain entries are enforced by a DNS filter that skiff runs on
+   the host side for each networked sandbox: a name not on the list is answered REFUSED, and only
+   addresses obtained by resolving an allowed name (public unicast ones; TTL bounded to 30 s–1 h)
+   or inside an allowed CIDR are reachable. With domain entries, no other resolver is reachable on
+   port 53. On the microVM, an address in use stays reachable until an hour after its last packet
+   (no bridge connection tracking). There is no IPv6 egress: every IPv6 destination is denied. See
+   `docs/security.md`, "Networking".
 )md";
 
 constexpr std::string_view kErrorsIntro = R"md(# skiff error reference
