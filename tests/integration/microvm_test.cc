@@ -435,6 +435,9 @@ class MicrovmSnapshotTest : public MicrovmTest {
  protected:
   void SetUp() override {
     MicrovmTest::SetUp();
+    // Decided now, from the real cache's verdict (once per process), not
+    // probed again in the private cache.
+    (void)microvm::KvmUsable();
     char real[PATH_MAX];
     ASSERT_NE(::realpath(microvm::KernelPath().c_str(), real), nullptr);
     saved_cache_ = std::getenv("SKIFF_CACHE_DIR") ? std::getenv("SKIFF_CACHE_DIR") : "";
