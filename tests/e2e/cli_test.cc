@@ -81,6 +81,8 @@ TEST_F(CliTest, DoctorsNetworkTrialSucceeds) {
   ASSERT_NE(net, std::string::npos) << o.stdout_text;
   std::string section = o.stdout_text.substr(net, o.stdout_text.find("\n", o.stdout_text.find("setup_ok:", net)) - net);
   EXPECT_NE(section.find("setup_ok:              true"), std::string::npos) << section;
+  // The trial includes a domain entry, so the DNS filter starts too.
+  EXPECT_NE(section.find("domain_allow_entries:  true"), std::string::npos) << section;
 }
 
 }  // namespace
