@@ -767,6 +767,58 @@ TEST_F(DomainAllowTest, BridgeNamespaceServesTheFilterAndTearsDown) {
   EXPECT_EQ(NetnsUsers(ino), 0);
 }
 
+TEST_F(DomainAllowTest, AFloodedFilterSlowsOnlyItsOwnSandbox) {
+  auto a = net::SandboxNet::Create({{}, Filtered(Base()).net_allow}, net::Mode::kLocal);
+  auto b = net::SandboxNet::Create({{}, Filtered(Base()).net_allow}, net::Mode::kLocal);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(Ask((*b)->netns_fd(), "x.wild.test"), "NOERROR: 198.51.100.8/3600");
+  ASSERT_EQ(Ask((*a)->netns_fd(), "x.wild.test"), "NOERROR: 198.51.100.8/3600");
+  // Sandbox a sends 20000 queries as fast as it can: allowed names (each
+  // one would go upstream), refused names and junk.
+  std::atomic<bool> done{false};
+  std::thread flood([&] {
+    InNetns((*a)->netns_fd(), [&] {
+      int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(53);
+      ::inet_pton(AF_INET, net::kDns, &sa.sin_addr);
+      ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+      for (int i = 0; i < 20000; ++i) {
+        int kind = i % 3;
+        const char* name = kind == 0 ? "api.example.test" : kind == 1 ? "other.test" : "x";
+        ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
+        uint8_t* w = nullptr;
+        size_t wl = 0;
+        ldns_pkt2wire(&w, q, &wl);
+        if (kind == 2) wl = 7;  // a runt
+        (void)!::send(fd, w, wl, MSG_DONTWAIT);
+        free(w);
+        ldns_pkt_free(q);
+      }
+      ::close(fd);
+      return 0;
+    });
+    done = true;
+  });
+  // Meanwhile sandbox b's resolver answers at once (asked 20 times a
+  // second, well under its own rate bound).
+  int answered = 0;
+  while (!done || answered == 0) {
+    auto t0 = Clock::now();
+    EXPECT_EQ(Ask((*b)->netns_fd(), "x.wild.test"), "NOERROR: 198.51.100.8/3600");
+    EXPECT_LT(Clock::now() - t0, 1s) << "sandbox b waited for sandbox a's flood";
+    ++answered;
+    std::this_thread::sleep_for(50ms);
+  }
+  flood.join();
+  // a's own filter survived it and still answers (after its rate refills).
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Ask((*a)->netns_fd(), "api.example.test"), "NOERROR: 198.51.100.7/5");
+  EXPECT_EQ(Ask((*a)->netns_fd(), "other.test"), "REFUSED:");
+  EXPECT_LE(upstream_.Asked("api.example.test."), 400) << "the rate bound let the flood through";
+}
+
 TEST_F(DomainAllowTest, NoDomainEntryNoFilter) {
   auto sn = net::SandboxNet::Create({{}, {"203.0.113.0/24"}}, net::Mode::kLocal);
   ASSERT_TRUE(sn.ok()) << sn.error().ToString();

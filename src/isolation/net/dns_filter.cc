@@ -477,6 +477,7 @@ struct DnsFilter::Impl {
       return;
     }
     p.deadline = Clock::now() + kUpstreamTimeout;
+    SKIFF_LOG(Debug) << "dns filter " << this << ": forwarded as " << id;
     if (c) ++c->pending;
     pending.emplace(id, std::move(p));
   }
@@ -500,6 +501,7 @@ struct DnsFilter::Impl {
       if (it == pending.end()) continue;
       auto a = ScreenAnswer(it->second.query, id, buf.data(), static_cast<size_t>(n), o.eligible,
                             it->second.tcp);
+      SKIFF_LOG(Debug) << "dns filter " << this << ": answer " << id << " " << (a.ok() ? "ok" : a.error().message());
       if (!a.ok()) continue;  // not this query's answer: keep waiting
       if (!AddToSet(a->addresses)) {
         SKIFF_LOG(Warn) << "dns filter: could not add resolved addresses to the egress set";
