@@ -141,6 +141,7 @@ struct JailIsolator::Shared {
 
   // KeepCgroupMovesWarm: runs until the first sandbox init is in its cgroups.
   std::thread warm;
+  std::string warm_procs;  // <skiff/>/cgroup.procs
   std::mutex warm_mu;
   std::condition_variable warm_cv;
   bool warm_stop = false;
@@ -306,11 +307,22 @@ int HoldNamespace(void*) {
   return 0;
 }
 
-// Async-signal-safe: a throwaway process that only waits to be killed, and
-// dies with the thread that started it should that thread go first.
-int HoldUntilKilled(void*) {
+// Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
+// cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
+// with the thread that made it should that thread go first). It opens the
+// file in its own descriptor table, so the parent's holds nothing for it.
+int MoveSelfUntilKilled(void* arg) {
   ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg),
+                                      O_WRONLY | O_CLOEXEC));
+  for (;;) {
+    if (fd >= 0 && ::syscall(SYS_write, fd, "0", 1) != 1) {
+      ::syscall(SYS_close, fd);
+      fd = -1;  // no head start to give: just wait to be killed
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    ::syscall(SYS_ppoll, nullptr, 0, fd >= 0 ? &ts : nullptr, nullptr, 0);
+  }
   return 0;
 }
 
@@ -319,33 +331,27 @@ int HoldUntilKilled(void*) {
 // quiet spell waits for a full RCU grace period (3-16 ms measured here, ~8
 // typical) while moves that follow within a few tens of milliseconds take
 // ~0.05 ms. A one-shot `skiff run` would pay that wait in the sandbox init's
-// first step, on its critical path. So, from a background thread started
-// with the isolator, a throwaway process of ours is moved into the skiff/
-// cgroup (paying the grace period while the rest of start-up runs) and
-// moved there again every few milliseconds, which keeps moves fast, until
-// the first sandbox init has entered its cgroups (or 2 s have passed, or the
-// isolator goes). Nothing of the sandbox's confinement changes: its init
-// still enters its own cgroups before anything else. Failures only lose the
-// head start.
-void KeepCgroupMovesWarm(const std::string& procs, JailIsolator::Shared* shared) {
-  ChildStack stack;  // declared first: outlives `holder`, which reaps
-  int pidfd = -1;
-  int pid = ::clone(HoldUntilKilled, stack.top(), CLONE_VM | CLONE_PIDFD | SIGCHLD, nullptr, &pidfd);
+// first step, on its critical path. So, as soon as the isolator exists, a
+// throwaway child moves itself into the skiff/ cgroup (paying the grace
+// period while the rest of start-up runs) and again every 5 ms, which keeps
+// moves fast, until the first sandbox init has entered its cgroups (or 2 s
+// have passed, or the isolator goes); this thread then kills and reaps it.
+// Nothing of the sandbox's confinement changes: its init still enters its
+// own cgroups before anything else. Failures only lose the head start.
+void KeepCgroupMovesWarm(JailIsolator::Shared* shared) {
+  ChildStack stack;  // outlives the child: reaped below, before return
+  int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD,
+                    const_cast<char*>(shared->warm_procs.c_str()));
   if (pid < 0) return;
-  Process holder(pid, UniqueFd(pidfd));
-  const std::string value = std::to_string(pid);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  std::unique_lock<std::mutex> lk(shared->warm_mu);
-  while (!shared->warm_stop && std::chrono::steady_clock::now() < until) {
-    lk.unlock();
-    bool ok = WriteFile(procs, value).ok();
-    lk.lock();
-    if (!ok) break;
-    shared->warm_cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return shared->warm_stop; });
+  {
+    std::unique_lock<std::mutex> lk(shared->warm_mu);
+    shared->warm_cv.wait_for(lk, std::chrono::seconds(2), [&] { return shared->warm_stop; });
   }
-  lk.unlock();
-  (void)holder.Signal(SIGKILL);
-  (void)holder.Wait(std::nullopt);
+  // Our own unreaped child (the host never waits for "any child"), so the
+  // pid cannot have been reused; no pidfd keeps a descriptor open meanwhile.
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 // A user namespace whose root is `base` on the host: held by a throwaway
@@ -407,8 +413,8 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
   } else if (::geteuid() == 0) {
-    shared_->warm = std::thread(KeepCgroupMovesWarm,
-                                shared_->cgroups.bases().front() + "/cgroup.procs", shared_.get());
+    shared_->warm_procs = shared_->cgroups.bases().front() + "/cgroup.procs";
+    shared_->warm = std::thread(KeepCgroupMovesWarm, shared_.get());
   }
 }
 
