@@ -1,0 +1,266 @@
+// libcurl and libarchive, loaded on first use instead of at process start.
+//
+// Only image pulls and imports (and the CLI's daemon client) use them, but
+// linked the usual way every `skiff` process mapped and relocated them and
+// their ~30 dependencies (TLS, Kerberos, LDAP, ICU, XML, compressors) before
+// main(): about 8 ms of a ~30 ms cold `skiff run`. The functions skiff calls
+// are defined here with the libraries' own prototypes (their headers are
+// included, so the compiler checks every signature); each forwards to the
+// real function, resolved with dlopen/dlsym on the first call. Callers are
+// unchanged. When a library cannot be loaded (or lacks a symbol), the
+// functions that create a handle fail the way the library documents
+// (NULL, CURLE_FAILED_INIT), so no other function can be reached.
+// Programs that link a library themselves (tests) still work: dlsym on the
+// library's own handle never returns these definitions.
+#define CURL_DISABLE_TYPECHECK 1
+#include <archive.h>
+#include <archive_entry.h>
+#include <curl/curl.h>
+#include <dlfcn.h>
+
+#include <cstdarg>
+
+#include "base/log.h"
+
+namespace skiff {
+namespace {
+
+// The sonames of the ABI the headers above describe (libcurl4, libarchive13).
+static_assert(ARCHIVE_VERSION_NUMBER >= 3000000 && ARCHIVE_VERSION_NUMBER < 4000000,
+              "libarchive 3.x has soname libarchive.so.13");
+constexpr const char* kCurlSoname = "libcurl.so.4";
+constexpr const char* kArchiveSoname = "libarchive.so.13";
+
+void* Open(const char* soname) {
+  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) SKIFF_LOG(Error) << "cannot load " << soname << ": " << ::dlerror();
+  return h;
+}
+
+// Resolves `name` into `*fn`; false (logged) when the library lacks it.
+template <typename Fn>
+bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(::dlsym(h, name));
+  if (*fn == nullptr) SKIFF_LOG(Error) << soname << " has no " << name;
+  return *fn != nullptr;
+}
+
+#define SKIFF_LAZY_FN(name) decltype(&::name) name = nullptr
+#define SKIFF_LAZY_SYM(lib, so, name) Sym(lib->h, so, #name, &lib->name)
+
+struct Curl {
+  void* h = nullptr;
+  SKIFF_LAZY_FN(curl_global_init);
+  SKIFF_LAZY_FN(curl_easy_init);
+  SKIFF_LAZY_FN(curl_easy_setopt);
+  SKIFF_LAZY_FN(curl_easy_getinfo);
+  SKIFF_LAZY_FN(curl_easy_perform);
+  SKIFF_LAZY_FN(curl_easy_cleanup);
+  SKIFF_LAZY_FN(curl_easy_strerror);
+  SKIFF_LAZY_FN(curl_easy_escape);
+  SKIFF_LAZY_FN(curl_free);
+  SKIFF_LAZY_FN(curl_slist_append);
+  SKIFF_LAZY_FN(curl_slist_free_all);
+};
+
+// Null when libcurl is unusable. Thread-safe (static initialisation).
+const Curl* LoadCurl() {
+  static const Curl* curl = []() -> const Curl* {
+    auto* c = new Curl;  // lives for the process, like the library
+    c->h = Open(kCurlSoname);
+    if (c->h == nullptr) return nullptr;
+    bool ok = SKIFF_LAZY_SYM(c, kCurlSoname, curl_global_init) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_init) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_setopt) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_getinfo) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_perform) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_cleanup) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_strerror) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_escape) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_free) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_slist_append) &&
+              SKIFF_LAZY_SYM(c, kCurlSoname, curl_slist_free_all);
+    return ok ? c : nullptr;
+  }();
+  return curl;
+}
+
+struct Archive {
+  void* h = nullptr;
+  SKIFF_LAZY_FN(archive_read_new);
+  SKIFF_LAZY_FN(archive_read_free);
+  SKIFF_LAZY_FN(archive_read_support_filter_all);
+  SKIFF_LAZY_FN(archive_read_support_format_tar);
+  SKIFF_LAZY_FN(archive_read_support_format_gnutar);
+  SKIFF_LAZY_FN(archive_read_support_format_raw);
+  SKIFF_LAZY_FN(archive_read_open_filename);
+  SKIFF_LAZY_FN(archive_read_next_header);
+  SKIFF_LAZY_FN(archive_read_data);
+  SKIFF_LAZY_FN(archive_read_data_block);
+  SKIFF_LAZY_FN(archive_read_data_into_fd);
+  SKIFF_LAZY_FN(archive_error_string);
+  SKIFF_LAZY_FN(archive_entry_filetype);
+  SKIFF_LAZY_FN(archive_entry_gid);
+  SKIFF_LAZY_FN(archive_entry_uid);
+  SKIFF_LAZY_FN(archive_entry_hardlink);
+  SKIFF_LAZY_FN(archive_entry_symlink);
+  SKIFF_LAZY_FN(archive_entry_mtime);
+  SKIFF_LAZY_FN(archive_entry_pathname);
+  SKIFF_LAZY_FN(archive_entry_perm);
+};
+
+const Archive* LoadArchive() {
+  static const Archive* archive = []() -> const Archive* {
+    auto* a = new Archive;
+    a->h = Open(kArchiveSoname);
+    if (a->h == nullptr) return nullptr;
+    const char* so = kArchiveSoname;
+    bool ok = SKIFF_LAZY_SYM(a, so, archive_read_new) && SKIFF_LAZY_SYM(a, so, archive_read_free) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_support_filter_all) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_support_format_tar) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_support_format_gnutar) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_support_format_raw) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_open_filename) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_next_header) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_data) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_data_block) &&
+              SKIFF_LAZY_SYM(a, so, archive_read_data_into_fd) &&
+              SKIFF_LAZY_SYM(a, so, archive_error_string) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_filetype) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_gid) && SKIFF_LAZY_SYM(a, so, archive_entry_uid) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_hardlink) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_symlink) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_mtime) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_pathname) &&
+              SKIFF_LAZY_SYM(a, so, archive_entry_perm);
+    return ok ? a : nullptr;
+  }();
+  return archive;
+}
+
+// Functions reached only through a handle that a successful load created.
+const Curl& C() { return *LoadCurl(); }
+const Archive& A() { return *LoadArchive(); }
+
+}  // namespace
+}  // namespace skiff
+
+using skiff::A;
+using skiff::C;
+
+extern "C" {
+
+// ---- libcurl
+
+CURLcode curl_global_init(long flags) {
+  auto* c = skiff::LoadCurl();
+  return c ? c->curl_global_init(flags) : CURLE_FAILED_INIT;
+}
+
+CURL* curl_easy_init(void) {
+  auto* c = skiff::LoadCurl();
+  return c ? c->curl_easy_init() : nullptr;
+}
+
+// The one variadic argument's type follows from the option number, as in
+// libcurl itself: long, object pointer, function pointer, curl_off_t, blob.
+CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
+  va_list ap;
+  va_start(ap, option);
+  CURLcode r;
+  const int o = static_cast<int>(option);
+  if (o < CURLOPTTYPE_OBJECTPOINT)
+    r = C().curl_easy_setopt(h, option, va_arg(ap, long));
+  else if (o < CURLOPTTYPE_FUNCTIONPOINT)
+    r = C().curl_easy_setopt(h, option, va_arg(ap, void*));
+  else if (o < CURLOPTTYPE_OFF_T)
+    r = C().curl_easy_setopt(h, option, va_arg(ap, void (*)(void)));
+  else if (o < CURLOPTTYPE_BLOB)
+    r = C().curl_easy_setopt(h, option, va_arg(ap, curl_off_t));
+  else
+    r = C().curl_easy_setopt(h, option, va_arg(ap, void*));
+  va_end(ap);
+  return r;
+}
+
+// Every CURLINFO_* takes a pointer to where the value goes.
+CURLcode curl_easy_getinfo(CURL* h, CURLINFO info, ...) {
+  va_list ap;
+  va_start(ap, info);
+  CURLcode r = C().curl_easy_getinfo(h, info, va_arg(ap, void*));
+  va_end(ap);
+  return r;
+}
+
+CURLcode curl_easy_perform(CURL* h) { return C().curl_easy_perform(h); }
+void curl_easy_cleanup(CURL* h) { C().curl_easy_cleanup(h); }
+
+const char* curl_easy_strerror(CURLcode code) {
+  auto* c = skiff::LoadCurl();
+  return c ? c->curl_easy_strerror(code) : "libcurl could not be loaded";
+}
+
+char* curl_easy_escape(CURL* h, const char* s, int length) {
+  return C().curl_easy_escape(h, s, length);
+}
+
+void curl_free(void* p) {
+  if (p != nullptr) C().curl_free(p);  // non-null only if libcurl made it
+}
+
+struct curl_slist* curl_slist_append(struct curl_slist* list, const char* s) {
+  auto* c = skiff::LoadCurl();
+  return c ? c->curl_slist_append(list, s) : nullptr;
+}
+
+void curl_slist_free_all(struct curl_slist* list) {
+  if (list != nullptr) C().curl_slist_free_all(list);
+}
+
+// ---- libarchive
+
+struct archive* archive_read_new(void) {
+  auto* a = skiff::LoadArchive();
+  return a ? a->archive_read_new() : nullptr;
+}
+
+int archive_read_free(struct archive* a) { return a ? A().archive_read_free(a) : ARCHIVE_OK; }
+int archive_read_support_filter_all(struct archive* a) {
+  return A().archive_read_support_filter_all(a);
+}
+int archive_read_support_format_tar(struct archive* a) {
+  return A().archive_read_support_format_tar(a);
+}
+int archive_read_support_format_gnutar(struct archive* a) {
+  return A().archive_read_support_format_gnutar(a);
+}
+int archive_read_support_format_raw(struct archive* a) {
+  return A().archive_read_support_format_raw(a);
+}
+int archive_read_open_filename(struct archive* a, const char* name, size_t block) {
+  return A().archive_read_open_filename(a, name, block);
+}
+int archive_read_next_header(struct archive* a, struct archive_entry** e) {
+  return A().archive_read_next_header(a, e);
+}
+la_ssize_t archive_read_data(struct archive* a, void* buf, size_t n) {
+  return A().archive_read_data(a, buf, n);
+}
+int archive_read_data_block(struct archive* a, const void** buf, size_t* n, la_int64_t* off) {
+  return A().archive_read_data_block(a, buf, n, off);
+}
+int archive_read_data_into_fd(struct archive* a, int fd) {
+  return A().archive_read_data_into_fd(a, fd);
+}
+const char* archive_error_string(struct archive* a) { return A().archive_error_string(a); }
+
+__LA_MODE_T archive_entry_filetype(struct archive_entry* e) { return A().archive_entry_filetype(e); }
+la_int64_t archive_entry_gid(struct archive_entry* e) { return A().archive_entry_gid(e); }
+la_int64_t archive_entry_uid(struct archive_entry* e) { return A().archive_entry_uid(e); }
+const char* archive_entry_hardlink(struct archive_entry* e) { return A().archive_entry_hardlink(e); }
+const char* archive_entry_symlink(struct archive_entry* e) { return A().archive_entry_symlink(e); }
+time_t archive_entry_mtime(struct archive_entry* e) { return A().archive_entry_mtime(e); }
+const char* archive_entry_pathname(struct archive_entry* e) { return A().archive_entry_pathname(e); }
+__LA_MODE_T archive_entry_perm(struct archive_entry* e) { return A().archive_entry_perm(e); }
+
+}  // extern "C"
