@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/futex.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -145,11 +146,13 @@ void SetLimit(const ChildPlan& p, int resource, uint64_t value, const char* name
 int RunChild(void* arg) noexcept {
   const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
   ::umask(022);
-  // Into the sandbox's cgroups (v1; v2 used CLONE_INTO_CGROUP), then a
-  // cgroup namespace rooted there.
-  for (int i = 0; i < p.n_cgroup_fds; ++i)
-    if (::write(p.cgroup_fds[i], "0", 1) != 1) Fail(p, errno, "write", "cgroup.procs");
-  Check(p, ::unshare(CLONE_NEWCGROUP), "unshare", "CLONE_NEWCGROUP");
+  // The skiff/ cgroup directories, while the host's tree is still visible.
+  int cg_dirs[kMaxCgroupBases];
+  if (p.n_cgroup_bases > kMaxCgroupBases) Fail(p, E2BIG, "cgroup", "hierarchies");
+  for (int i = 0; i < p.n_cgroup_bases; ++i) {
+    cg_dirs[i] = ::open(p.cgroup_bases[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cg_dirs[i] < 0) Fail(p, errno, "open", p.cgroup_bases[i]);
+  }
   // network: true: the namespace prepared by the host (created in the host's
   // user namespace, so the sandbox's root never administers it). Joined
   // before /sys is mounted, so sysfs shows this namespace's devices.
@@ -232,6 +235,25 @@ int RunChild(void* arg) noexcept {
   Check(p, ::umount2(".", MNT_DETACH), "umount2", "old root");
   Check(p, ::chdir("/"), "chdir", "/");
   if (p.resolv_conf != nullptr) WriteResolvConf(p);
+
+  // Into the sandbox's cgroups, as soon as the host has created them (it
+  // does so while the mounts above are set up), then a cgroup namespace
+  // rooted there. Before anything of the sandbox runs: the agent is not
+  // exec'd yet.
+  for (;;) {
+    int ready = __atomic_load_n(p.cgroup_ready, __ATOMIC_ACQUIRE);
+    if (ready < 0) Fail(p, ECANCELED, "create", "cgroup");
+    if (ready > 0) break;
+    ::syscall(SYS_futex, p.cgroup_ready, FUTEX_WAIT, 0, nullptr, nullptr, 0);
+  }
+  for (int i = 0; i < p.n_cgroup_bases; ++i) {
+    int fd = ::openat(cg_dirs[i], p.cgroup_procs, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) Fail(p, errno, "open", p.cgroup_procs);
+    if (::write(fd, "0", 1) != 1) Fail(p, errno, "write", p.cgroup_procs);
+    ::close(fd);
+    ::close(cg_dirs[i]);
+  }
+  Check(p, ::unshare(CLONE_NEWCGROUP), "unshare", "CLONE_NEWCGROUP");
 
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) Fail(p, errno, "open", "/dev/null");

@@ -29,6 +29,8 @@ struct ChildLayer {
   const char* const* lower_dirs = nullptr;   // where to attach them
 };
 
+inline constexpr int kMaxCgroupBases = 8;
+
 struct ChildPlan {
   int sock_fd = -1;     // becomes fd 3 of the agent
   int agent_fd = -1;    // O_PATH fd of the agent binary (execveat)
@@ -36,8 +38,14 @@ struct ChildPlan {
   int userns_fd = -1;   // the sandbox's user namespace (already mapped)
   int netns_fd = -1;    // network: true: the host-owned network namespace to join
   const char* resolv_conf = nullptr;  // network: true: /etc/resolv.conf content
-  const int* cgroup_fds = nullptr;  // v1 cgroup.procs files to write "0" into
-  int n_cgroup_fds = 0;
+  // The sandbox's cgroups: <base>/<cgroup_procs> for each base (the skiff/
+  // directories, opened before the mounts change), each to write "0" into
+  // once *cgroup_ready (a futex word the host sets when it has created them
+  // with their limits) is 1; -1 means the host failed and the init gives up.
+  const char* const* cgroup_bases = nullptr;
+  int n_cgroup_bases = 0;  // at most kMaxCgroupBases
+  const char* cgroup_procs = nullptr;  // "<id>/cgroup.procs"
+  const int* cgroup_ready = nullptr;
   const char* hostname = nullptr;
   const char* state_dir = nullptr;
   const char* state_opts = nullptr;  // tmpfs options for the state tmpfs

@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -19,7 +20,10 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <climits>
+#include <cstdint>
 #include <cstring>
+#include <system_error>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -480,17 +484,6 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
-  {
-    jail::CgroupLimits lim;
-    lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
-    lim.pids_max = policy.pids_max;
-    lim.cpus = policy.cpus;
-    auto cg = shared_->cgroups.Create(policy.id, lim);
-    if (!cg.ok()) return boot(cg.error());
-    inst->cgroup_ = std::move(cg).value();
-  }
-  mark("cgroup");
-
   // network: true: the host-owned namespace with slirp4netns and the egress
   // filter (spec §6.3), joined by the child instead of a private empty one.
   if (policy.network) {
@@ -556,7 +549,28 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   const std::string dev_opts = "size=64k,nr_inodes=64,mode=0755" + owner;
   const std::string shm_opts = "size=" + std::to_string(tmp_mb) + "m,mode=1777" + owner;
   const std::string tmp_opts = shm_opts;
-  std::vector<int> cg_fds = inst->cgroup_.procs_fds();
+  // The sandbox's cgroups are created (limits first) by a helper thread
+  // while the init sets up its mounts; the init waits for them (futex on
+  // `cg_ready`) right before it leaves the host's privileges behind, and
+  // moves itself in before anything of the sandbox runs. Creating a cgroup
+  // can wait several ms for the kernel (cgroup_mutex, held by a concurrent
+  // move waiting for an RCU grace period: see KeepCgroupMovesWarm); this
+  // way that wait overlaps the mounts instead of preceding them.
+  std::vector<const char*> cg_bases;
+  for (const auto& b : shared_->cgroups.bases()) cg_bases.push_back(b.c_str());
+  const std::string cg_procs = policy.id + "/cgroup.procs";
+  alignas(int) int cg_ready = cg_bases.empty() ? 1 : 0;  // futex word (CLONE_VM: shared)
+  Result<jail::SandboxCgroup> cg = jail::SandboxCgroup();
+  auto create_cgroups = [&] {
+    jail::CgroupLimits lim;
+    lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
+    lim.pids_max = policy.pids_max;
+    lim.cpus = policy.cpus;
+    cg = shared_->cgroups.Create(policy.id, lim);
+    if (cg.ok()) cg->CloseSetupFds();  // the init opens cgroup.procs itself
+    __atomic_store_n(&cg_ready, cg.ok() ? 1 : -1, __ATOMIC_RELEASE);
+    ::syscall(SYS_futex, &cg_ready, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  };
   const char* argv[] = {"skiff-agent", "--fd", "3", nullptr};
   const char* envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                         "HOME=/root", nullptr};
@@ -572,8 +586,10 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     plan.netns_fd = inst->net_->netns_fd();
     plan.resolv_conf = resolv.c_str();
   }
-  plan.cgroup_fds = cg_fds.data();
-  plan.n_cgroup_fds = static_cast<int>(cg_fds.size());
+  plan.cgroup_bases = cg_bases.data();
+  plan.n_cgroup_bases = static_cast<int>(cg_bases.size());
+  plan.cgroup_procs = cg_procs.c_str();
+  plan.cgroup_ready = &cg_ready;
   plan.hostname = policy.hostname.c_str();
   plan.state_dir = policy.state_dir.c_str();
   plan.state_opts = state_opts.c_str();
@@ -594,19 +610,30 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   // CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and this
   // thread sleeps until the child has exec'd the agent or failed.
   ChildStack stack;
+  std::thread cg_thread;
+  if (!cg_bases.empty()) {
+    try {
+      cg_thread = std::thread(create_cgroups);
+    } catch (const std::system_error&) {
+      create_cgroups();  // no thread to be had: create them before the clone
+    }
+  }
   int pidfd = -1;
   int pid = ::clone(jail::RunChild, stack.top(),
                     CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
                         CLONE_NEWUTS | (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
                     &plan, &pidfd);
-  if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", errno));
+  int clone_err = errno;
+  if (cg_thread.joinable()) cg_thread.join();
+  if (cg.ok()) inst->cgroup_ = std::move(cg).value();  // released with `inst` from here on
+  if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", clone_err));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
   mark("exec");
   shared_->EndWarm(/*join=*/false);  // the init is in its cgroups: no head start needed
   child_end.reset();
   agent.reset();
-  inst->cgroup_.CloseSetupFds();
   lower_fds.clear();
+  if (!cg.ok()) return boot(cg.error());  // the init saw it and gave up
   if (report.err != 0) {
     report.call[sizeof report.call - 1] = report.object[sizeof report.object - 1] = '\0';
     return boot(Error::Sys(Code::kS300, report.call, report.object, report.err));
