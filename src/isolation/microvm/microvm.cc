@@ -79,6 +79,17 @@ constexpr const char* kBootArgs =
 //   depend on it; under KVM randomisation stays on.
 constexpr const char* kTcgBootArgs = " noapictimer norandmaps";
 
+// The hostname as handed to the guest (kernel command line or resume):
+// letters, digits, '-' and '.' only, at most 63; "" when nothing is left.
+std::string GuestHostname(const std::string& name) {
+  std::string h;
+  for (char c : name)
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.')
+      h += c;
+  return h.size() <= 63 ? h : std::string();
+}
+
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : std::string();
@@ -892,12 +903,7 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
     }
     if (!st.ok()) return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
   }
-  std::string h;
-  for (char c : policy.hostname)
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.')
-      h += c;
-  if (h.size() > 63) h.clear();
+  std::string h = GuestHostname(policy.hostname);
   SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
@@ -1311,12 +1317,7 @@ std::string KernelCmdline(const SandboxPolicy& policy, bool kvm) {
     if (uint64_t khz = HostTscKhz()) out += " tsc_early_khz=" + std::to_string(khz);
   }
   // The guest re-checks these; only plain tokens are passed.
-  std::string h;
-  for (char c : policy.hostname)
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.')
-      h += c;
-  if (!h.empty() && h.size() <= 63) out += " skiff.hostname=" + h;
+  if (std::string h = GuestHostname(policy.hostname); !h.empty()) out += " skiff.hostname=" + h;
   if (policy.tmp_size_mb > 0) out += " skiff.tmp_mb=" + std::to_string(policy.tmp_size_mb);
   if (policy.network) out += " skiff.net=user";
   return out;
