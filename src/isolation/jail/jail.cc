@@ -418,7 +418,11 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
   } else if (::geteuid() == 0) {
     shared_->warm_procs = shared_->cgroups.bases().front() + "/cgroup.procs";
-    shared_->warm = std::thread(KeepCgroupMovesWarm, shared_.get());
+    try {
+      shared_->warm = std::thread(KeepCgroupMovesWarm, shared_.get());
+    } catch (const std::system_error& e) {
+      SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << e.what();  // only slower
+    }
   }
 }
 
