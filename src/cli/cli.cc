@@ -411,7 +411,9 @@ int Main(int argc, char** argv) {
   run->add_option("--code", ro.code, "source text to run with --lang");
   run->add_option("--file", ro.file, "a script file to run (language from its extension)");
   run->add_option("--timeout-ms", ro.timeout_ms, "exec timeout in ms (default 300000)");
-  run->add_option("--env", ro.env, "NAME=value (repeatable)");
+  // One NAME=value per --env: a greedy vector option would also swallow
+  // the "--" that starts the command.
+  run->add_option("--env", ro.env, "NAME=value (repeatable)")->allow_extra_args(false);
   run->add_option("--isolation", ro.isolation, "microvm | jail (default: auto)");
   run->add_option("--cpus", ro.cpus, "vCPUs / CPU quota");
   run->add_option("--memory-mb", ro.memory_mb, "memory limit in MiB");
@@ -461,7 +463,7 @@ int Main(int argc, char** argv) {
   create->add_option("--memory-mb", c_mem);
   create->add_option("--idle-timeout", c_idle, "seconds of idleness before the reaper stops it");
   create->add_option("--isolation", c_iso, "microvm | jail");
-  create->add_option("--env", c_env, "NAME=value (repeatable)");
+  create->add_option("--env", c_env, "NAME=value (repeatable)")->allow_extra_args(false);
   create->add_flag("--network", c_net);
   create->callback([&]() {
     json p = {{"image", c_image}};
@@ -488,7 +490,7 @@ int Main(int argc, char** argv) {
   exec->add_option("command", e_cmd)->required();
   exec->add_option("--timeout-ms", e_timeout);
   exec->add_option("--workdir", e_workdir);
-  exec->add_option("--env", e_env, "NAME=value (repeatable)");
+  exec->add_option("--env", e_env, "NAME=value (repeatable)")->allow_extra_args(false);
   exec->callback([&]() {
     json p = {{"sandbox_id", e_id}, {"argv", e_cmd}};
     if (e_timeout) p["timeout_ms"] = *e_timeout;
