@@ -216,13 +216,7 @@ ApplyResult ApplyInChild(const ChildPolicy& p) noexcept {
   }
   rlimit core{0, 0};
   if (::setrlimit(RLIMIT_CORE, &core) < 0) return {errno, "setrlimit(RLIMIT_CORE)"};
-  rlimit nofile{};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    rlimit want = nofile;
-    if (want.rlim_max > p.nofile) want.rlim_max = p.nofile;
-    if (want.rlim_cur > want.rlim_max) want.rlim_cur = want.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &want) < 0) return {errno, "setrlimit(RLIMIT_NOFILE)"};
-  }
+  if (auto r = LowerNofile(p); !r.ok()) return r;
   if (auto r = DropBoundingAndAmbient(p); !r.ok()) return r;
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};

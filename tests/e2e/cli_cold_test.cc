@@ -17,24 +17,11 @@
 #include "base/paths.h"
 #include "base/text.h"
 #include "isolation/jail/cgroup.h"
+#include "shell_out.h"
 
 namespace {
 
-struct Out {
-  std::string stdout_text;
-  int exit_code = -1;
-};
-
-Out Shell(const std::string& cmd) {
-  Out o;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.stdout_text.append(buf.data(), n);
-  int st = pclose(p);
-  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return o;
-}
+using skiff::testing_support::Shell;
 
 std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> out;

@@ -8,25 +8,16 @@
 
 #include <gtest/gtest.h>
 
+#include "shell_out.h"
+
 namespace {
 
-struct Out {
-  std::string stdout_text;
-  int exit_code = -1;
-};
+using Out = skiff::testing_support::ShellOut;
 
 // Runs the CLI through /bin/sh; stderr is folded into stdout when asked.
 Out Skiff(const std::string& args, bool with_stderr = false) {
-  std::string cmd = std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' " + args +
-                    (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Out o;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.stdout_text.append(buf.data(), n);
-  int st = pclose(p);
-  o.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return o;
+  return skiff::testing_support::Shell(std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' " +
+                                       args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 class CliTest : public ::testing::Test {

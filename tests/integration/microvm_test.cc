@@ -130,10 +130,12 @@ class MicrovmTest : public ::testing::Test {
   }
 
   // Boots a VM and connects; fails the test on error.
-  static std::unique_ptr<Vm> Boot() {
+  static std::unique_ptr<Vm> Boot(const std::string& hostname = "skiff-test") {
     auto vm = std::make_unique<Vm>();
     auto t0 = Clock::now();
-    auto inst = iso_->Start(Policy());
+    SandboxPolicy p = Policy();
+    p.hostname = hostname;
+    auto inst = iso_->Start(p);
     if (!inst.ok()) {
       ADD_FAILURE() << inst.error().ToString();
       return nullptr;
@@ -483,21 +485,8 @@ class MicrovmSnapshotTest : public MicrovmTest {
   }
 
   Vm* BootNamed(const std::string& hostname) {
-    SandboxPolicy p = Policy();
-    p.hostname = hostname;
-    auto vm = std::make_unique<Vm>();
-    auto inst = iso_->Start(p);
-    if (!inst.ok()) {
-      ADD_FAILURE() << inst.error().ToString();
-      return nullptr;
-    }
-    vm->inst = std::move(inst).value();
-    auto client = proto::Client::Connect(vm->inst->TakeChannel(), 10000ms);
-    if (!client.ok()) {
-      ADD_FAILURE() << client.error().ToString() << " / " << vm->inst->ExitReport();
-      return nullptr;
-    }
-    vm->client = std::move(client).value();
+    auto vm = Boot(hostname);
+    if (!vm) return nullptr;
     vms_.push_back(std::move(vm));
     return vms_.back().get();
   }
