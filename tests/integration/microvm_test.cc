@@ -612,6 +612,62 @@ TEST_F(MicrovmSnapshotTest, ConcurrentFirstCreatesBuildOneTemplate) {
   EXPECT_TRUE(junk.empty()) << junk.front();
 }
 
+// Leave no trace: a process killed while it builds a template leaves a
+// running VMM, its state directory and maybe a half-written template;
+// the next process's CleanupOrphans removes all of them.
+TEST_F(MicrovmSnapshotTest, AProcessKilledWhileBuildingATemplateLeavesNothingAfterCleanup) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto r = iso_->Start(Policy());
+    ::_exit(r.ok() ? 0 : 1);
+  }
+  const std::string tag = "SKIFF_VM_OWNER=" + std::to_string(child) + ":";
+  auto vmms_of_child = [&] {
+    std::vector<pid_t> out;
+    if (DIR* d = ::opendir("/proc")) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        std::string env = ReadFile(std::string("/proc/") + e->d_name + "/environ");
+        for (size_t i = 0; i < env.size();) {
+          size_t end = env.find('\0', i);
+          if (end == std::string::npos) end = env.size();
+          if (env.compare(i, tag.size(), tag) == 0) out.push_back(std::atoi(e->d_name));
+          i = end + 1;
+        }
+      }
+      ::closedir(d);
+    }
+    return out;
+  };
+  // Kill it once its template VMM runs.
+  auto deadline = Clock::now() + 30s;
+  while (vmms_of_child().empty() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(vmms_of_child().empty()) << "the template VMM never started";
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  // A leftover of a save that was cut short, as a crash would leave it.
+  std::string root = cache_ + "/microvm/snapshots";
+  ASSERT_EQ(std::system(("mkdir -p '" + root + "/0123456789abcdef01234567.tmp424242'").c_str()), 0);
+
+  iso_->CleanupOrphans();
+
+  for (int i = 0; i < 100 && !vmms_of_child().empty(); i++) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(vmms_of_child().empty()) << "the orphaned template VMM is still running";
+  std::string state_root = paths::RuntimeDir() + "/microvm";
+  if (DIR* d = ::opendir(state_root.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string owner = ReadFile(state_root + "/" + e->d_name + "/owner");
+      EXPECT_NE(owner.rfind(std::to_string(child) + ":", 0), 0u) << "state left: " << e->d_name;
+    }
+    ::closedir(d);
+  }
+  std::vector<std::string> junk;
+  Templates(&junk);
+  EXPECT_TRUE(junk.empty()) << junk.front();
+}
+
 TEST_F(MicrovmSnapshotTest, SnapshotsCanBeTurnedOff) {
   ::setenv("SKIFF_MICROVM_SNAPSHOT", "0", 1);
   Vm* a = BootNamed("snap-off");
