@@ -111,6 +111,13 @@ std::string HostIpv4() {
   return out;
 }
 
+// True when the symlink `name` (relative to `dirfd`, or absolute) reads `want`.
+bool LinkIs(int dirfd, const std::string& name, const std::string& want) {
+  char buf[64];
+  ssize_t k = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf - 1);
+  return k > 0 && std::string(buf, static_cast<size_t>(k)) == want;
+}
+
 // Processes (by /proc/*/ns/net) or descriptors (by /proc/*/fd) that still
 // reference the network namespace with inode `ino`.
 int NetnsUsers(uint64_t ino) {
@@ -120,14 +127,10 @@ int NetnsUsers(uint64_t ino) {
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     std::string base = std::string("/proc/") + e->d_name;
-    char buf[64];
-    ssize_t k = ::readlink((base + "/ns/net").c_str(), buf, sizeof buf - 1);
-    if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) ++n;
+    if (LinkIs(AT_FDCWD, base + "/ns/net", want)) ++n;
     if (DIR* f = ::opendir((base + "/fd").c_str())) {
-      while (dirent* fe = ::readdir(f)) {
-        k = ::readlinkat(::dirfd(f), fe->d_name, buf, sizeof buf - 1);
-        if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) ++n;
-      }
+      while (dirent* fe = ::readdir(f))
+        if (LinkIs(::dirfd(f), fe->d_name, want)) ++n;
       ::closedir(f);
     }
   }
@@ -382,11 +385,8 @@ std::string NetnsPath(uint64_t ino) {
   std::string self = "/proc/" + std::to_string(::getpid()) + "/fd";
   std::string out;
   DIR* d = ::opendir(self.c_str());
-  while (dirent* e = d ? ::readdir(d) : nullptr) {
-    char buf[64];
-    ssize_t k = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf - 1);
-    if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) out = self + "/" + e->d_name;
-  }
+  while (dirent* e = d ? ::readdir(d) : nullptr)
+    if (LinkIs(::dirfd(d), e->d_name, want)) out = self + "/" + e->d_name;
   if (d) ::closedir(d);
   return out;
 }
@@ -398,10 +398,7 @@ int OwnThreadsIn(uint64_t ino) {
   DIR* d = ::opendir("/proc/self/task");
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    char buf[64];
-    ssize_t k = ::readlink((std::string("/proc/self/task/") + e->d_name + "/ns/net").c_str(), buf,
-                           sizeof buf - 1);
-    if (k > 0 && std::string(buf, static_cast<size_t>(k)) == want) ++n;
+    if (LinkIs(AT_FDCWD, std::string("/proc/self/task/") + e->d_name + "/ns/net", want)) ++n;
   }
   ::closedir(d);
   return n;
