@@ -45,95 +45,58 @@ bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
   return *fn != nullptr;
 }
 
-#define SKIFF_LAZY_FN(name) decltype(&::name) name = nullptr
-#define SKIFF_LAZY_SYM(lib, so, name) Sym(lib->h, so, #name, &lib->name)
+// Each library's functions, listed once: the struct's members and the
+// dlsym calls are both generated from the list.
+#define SKIFF_CURL_FUNCTIONS(X)                                                              \
+  X(curl_global_init) X(curl_easy_init) X(curl_easy_setopt) X(curl_easy_getinfo)             \
+  X(curl_easy_perform) X(curl_easy_cleanup) X(curl_easy_strerror) X(curl_easy_escape)        \
+  X(curl_free) X(curl_slist_append) X(curl_slist_free_all)
+#define SKIFF_ARCHIVE_FUNCTIONS(X)                                                           \
+  X(archive_read_new) X(archive_read_free) X(archive_read_support_filter_all)                \
+  X(archive_read_support_format_tar) X(archive_read_support_format_gnutar)                   \
+  X(archive_read_support_format_raw) X(archive_read_open_filename)                           \
+  X(archive_read_next_header) X(archive_read_data) X(archive_read_data_block)                \
+  X(archive_read_data_into_fd) X(archive_error_string) X(archive_entry_filetype)             \
+  X(archive_entry_gid) X(archive_entry_uid) X(archive_entry_hardlink)                        \
+  X(archive_entry_symlink) X(archive_entry_mtime) X(archive_entry_pathname)                  \
+  X(archive_entry_perm)
+
+#define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
+#define SKIFF_LAZY_RESOLVE(name) ok = ok && Sym(lib->h, soname, #name, &lib->name);
 
 struct Curl {
   void* h = nullptr;
-  SKIFF_LAZY_FN(curl_global_init);
-  SKIFF_LAZY_FN(curl_easy_init);
-  SKIFF_LAZY_FN(curl_easy_setopt);
-  SKIFF_LAZY_FN(curl_easy_getinfo);
-  SKIFF_LAZY_FN(curl_easy_perform);
-  SKIFF_LAZY_FN(curl_easy_cleanup);
-  SKIFF_LAZY_FN(curl_easy_strerror);
-  SKIFF_LAZY_FN(curl_easy_escape);
-  SKIFF_LAZY_FN(curl_free);
-  SKIFF_LAZY_FN(curl_slist_append);
-  SKIFF_LAZY_FN(curl_slist_free_all);
+  SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_MEMBER)
 };
 
-// Null when libcurl is unusable. Thread-safe (static initialisation).
+struct Archive {
+  void* h = nullptr;
+  SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_MEMBER)
+};
+
+// Null when the library is unusable. Thread-safe (static initialisation).
 const Curl* LoadCurl() {
   static const Curl* curl = []() -> const Curl* {
-    auto* c = new Curl;  // lives for the process, like the library
-    c->h = Open(kCurlSoname);
-    if (c->h == nullptr) return nullptr;
-    bool ok = SKIFF_LAZY_SYM(c, kCurlSoname, curl_global_init) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_init) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_setopt) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_getinfo) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_perform) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_cleanup) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_strerror) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_easy_escape) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_free) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_slist_append) &&
-              SKIFF_LAZY_SYM(c, kCurlSoname, curl_slist_free_all);
-    return ok ? c : nullptr;
+    auto* lib = new Curl;  // lives for the process, like the library
+    const char* soname = kCurlSoname;
+    lib->h = Open(soname);
+    if (lib->h == nullptr) return nullptr;
+    bool ok = true;
+    SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_RESOLVE)
+    return ok ? lib : nullptr;
   }();
   return curl;
 }
 
-struct Archive {
-  void* h = nullptr;
-  SKIFF_LAZY_FN(archive_read_new);
-  SKIFF_LAZY_FN(archive_read_free);
-  SKIFF_LAZY_FN(archive_read_support_filter_all);
-  SKIFF_LAZY_FN(archive_read_support_format_tar);
-  SKIFF_LAZY_FN(archive_read_support_format_gnutar);
-  SKIFF_LAZY_FN(archive_read_support_format_raw);
-  SKIFF_LAZY_FN(archive_read_open_filename);
-  SKIFF_LAZY_FN(archive_read_next_header);
-  SKIFF_LAZY_FN(archive_read_data);
-  SKIFF_LAZY_FN(archive_read_data_block);
-  SKIFF_LAZY_FN(archive_read_data_into_fd);
-  SKIFF_LAZY_FN(archive_error_string);
-  SKIFF_LAZY_FN(archive_entry_filetype);
-  SKIFF_LAZY_FN(archive_entry_gid);
-  SKIFF_LAZY_FN(archive_entry_uid);
-  SKIFF_LAZY_FN(archive_entry_hardlink);
-  SKIFF_LAZY_FN(archive_entry_symlink);
-  SKIFF_LAZY_FN(archive_entry_mtime);
-  SKIFF_LAZY_FN(archive_entry_pathname);
-  SKIFF_LAZY_FN(archive_entry_perm);
-};
-
 const Archive* LoadArchive() {
   static const Archive* archive = []() -> const Archive* {
-    auto* a = new Archive;
-    a->h = Open(kArchiveSoname);
-    if (a->h == nullptr) return nullptr;
-    const char* so = kArchiveSoname;
-    bool ok = SKIFF_LAZY_SYM(a, so, archive_read_new) && SKIFF_LAZY_SYM(a, so, archive_read_free) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_support_filter_all) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_support_format_tar) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_support_format_gnutar) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_support_format_raw) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_open_filename) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_next_header) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_data) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_data_block) &&
-              SKIFF_LAZY_SYM(a, so, archive_read_data_into_fd) &&
-              SKIFF_LAZY_SYM(a, so, archive_error_string) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_filetype) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_gid) && SKIFF_LAZY_SYM(a, so, archive_entry_uid) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_hardlink) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_symlink) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_mtime) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_pathname) &&
-              SKIFF_LAZY_SYM(a, so, archive_entry_perm);
-    return ok ? a : nullptr;
+    auto* lib = new Archive;
+    const char* soname = kArchiveSoname;
+    lib->h = Open(soname);
+    if (lib->h == nullptr) return nullptr;
+    bool ok = true;
+    SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_RESOLVE)
+    return ok ? lib : nullptr;
   }();
   return archive;
 }
