@@ -1328,14 +1328,14 @@ void Server::Run() {
 
 void Server::StopAccepting() {
   auto& s = *impl_;
-  s.stopping = true;
+  // The socket's name goes now, not in the posted handler: Stop() may stop
+  // the io_context before that handler runs (SIGTERM left the file behind).
+  if (!s.stopping.exchange(true) && s.unix_acceptor && s.config.unix_socket)
+    ::unlink(s.config.unix_socket->c_str());
   net::post(s.ioc, [&s]() {
     beast::error_code ec;
     if (s.tcp_acceptor) s.tcp_acceptor->close(ec);
-    if (s.unix_acceptor) {
-      s.unix_acceptor->close(ec);
-      if (s.config.unix_socket) ::unlink(s.config.unix_socket->c_str());
-    }
+    if (s.unix_acceptor) s.unix_acceptor->close(ec);
     s.sweep_timer.cancel();
   });
 }

@@ -76,4 +76,17 @@ TEST_F(CliTest, DoctorsNetworkTrialSucceeds) {
   EXPECT_NE(section.find("domain_allow_entries:  true"), std::string::npos) << section;
 }
 
+// Leave no trace: a daemon ended by SIGTERM removes its unix socket.
+TEST_F(CliTest, ServeRemovesItsSocketOnSigterm) {
+  std::string sock = "/tmp/skiff-cli-test-" + std::to_string(getpid()) + ".sock";
+  auto o = skiff::testing_support::Shell(
+      "'" + std::string(SKIFF_BINARY_DIR) + "/cmd/skiff/skiff' serve --socket " + sock +
+      " --port 0 >/dev/null 2>&1 & pid=$!; "
+      "for i in $(seq 100); do [ -S " + sock + " ] && break; sleep 0.05; done; "
+      "[ -S " + sock + " ] && echo up; kill -TERM $pid; wait $pid; echo status=$?; "
+      "[ -e " + sock + " ] && echo left || echo gone");
+  EXPECT_EQ(o.stdout_text, "up\nstatus=0\ngone\n");
+  unlink(sock.c_str());
+}
+
 }  // namespace
