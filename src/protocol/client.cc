@@ -182,7 +182,16 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
 
 Client::~Client() {
   Close();
-  if (reader_.joinable()) reader_.join();
+  // The death callback may drop the last reference to this client (a torn
+  // down sandbox), so the destructor can run on the reader thread itself.
+  // That thread touches no member after the callback returns; joining it
+  // from itself would throw (EDEADLK) and terminate the process.
+  if (reader_.joinable()) {
+    if (reader_.get_id() == std::this_thread::get_id())
+      reader_.detach();
+    else
+      reader_.join();
+  }
   if (wake_[0] >= 0) ::close(wake_[0]);
   if (wake_[1] >= 0) ::close(wake_[1]);
 }

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -253,6 +254,32 @@ TEST(Client, AgentDeathFailsPendingStreams) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind, Event::Kind::kClosed);
   EXPECT_FALSE((*c)->alive());
+}
+
+TEST(Client, DeathCallbackMayDropTheLastReference) {
+  // A sandbox torn down elsewhere can leave the reader thread's death
+  // callback holding the last reference; the client is then destroyed on its
+  // own reader thread and must not try to join itself.
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::string h = EncodeFrame(0, Type::kHello, 0, R"({"proto":1})");
+  ASSERT_EQ(write(sv[1], h.data(), h.size()), ssize_t(h.size()));
+  auto c = Client::Connect(UniqueFd(sv[0]), std::chrono::seconds(5));
+  ASSERT_TRUE(c.ok());
+  auto holder = std::make_shared<std::shared_ptr<Client>>(std::move(*c));
+  std::promise<std::thread::id> destroyed_on;
+  auto done = destroyed_on.get_future();
+  (*holder)->SetOnDeath([holder, &destroyed_on](const std::string&) mutable {
+    std::weak_ptr<Client> weak = *holder;
+    holder->reset();      // the last reference to the client
+    holder.reset();
+    EXPECT_TRUE(weak.expired());
+    destroyed_on.set_value(std::this_thread::get_id());
+  });
+  holder.reset();  // only the callback keeps the client alive now
+  close(sv[1]);
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_NE(done.get(), std::this_thread::get_id());
 }
 
 }  // namespace
