@@ -526,9 +526,14 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   if (::mkdir(vmroot.c_str(), 0755) != 0) return Error::Sys(Code::kS300, "mkdir", vmroot, errno);
   std::string owner = SelfOwnerTag();
   {
-    std::ofstream o(state + "/owner");
+    // Written whole and renamed into place: a concurrent cleanup never
+    // reads half a tag (which would name a process that is gone).
+    std::ofstream o(state + "/owner.new");
     o << owner << "\n";
-    if (!o) return Error::Sys(Code::kS300, "write", state + "/owner", errno);
+    o.close();
+    if (!o) return Error::Sys(Code::kS300, "write", state + "/owner.new", errno);
+    if (::rename((state + "/owner.new").c_str(), (state + "/owner").c_str()) != 0)
+      return Error::Sys(Code::kS300, "rename", state + "/owner", errno);
   }
   auto open_log = [](const std::string& p) {
     return UniqueFd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
@@ -1080,7 +1085,17 @@ void MicrovmIsolator::CleanupOrphans() {
       std::string n = e->d_name;
       if (n == "." || n == "..") continue;
       std::string tag = Trim(ReadSmall(root + "/" + n + "/owner"));
-      if (tag.empty() || OwnerGone(tag)) stale.push_back(root + "/" + n);
+      // Without an owner file the directory is either being created right
+      // now by another process or was abandoned mid-creation; only the
+      // latter is old.
+      if (tag.empty()) {
+        struct stat st {};
+        if (::lstat((root + "/" + n).c_str(), &st) != 0) continue;
+        if (::time(nullptr) - st.st_mtime < 60) continue;
+      } else if (!OwnerGone(tag)) {
+        continue;
+      }
+      stale.push_back(root + "/" + n);
     }
     ::closedir(d);
     for (const auto& s : stale) {
