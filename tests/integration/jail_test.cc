@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <set>
@@ -64,6 +65,18 @@ uint64_t UidOf(pid_t pid) {
   return 0;
 }
 
+// Alive: exists and is not a zombie. A sandbox init whose launcher died is
+// reparented to the host's init, which may be slow to reap it; a zombie
+// runs nothing and holds nothing but its pid.
+bool Alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(st, line))
+    if (line.rfind("State:", 0) == 0) return line.find('Z') == std::string::npos;
+  return false;
+}
+
 int OpenFds() { return CountDir("/proc/self/fd", false); }
 
 // What one sandbox leaves on the host. Other sandboxes (other test
@@ -88,8 +101,9 @@ Leftovers LeftoversOf(const json& doctor, const std::string& id, uint64_t uid_ba
   if (DIR* d = ::opendir("/proc")) {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-      uint64_t uid = UidOf(std::atoi(e->d_name));
-      if (uid >= uid_base && uid < uid_base + 65536) ++l.processes;
+      pid_t pid = std::atoi(e->d_name);
+      uint64_t uid = UidOf(pid);
+      if (Alive(pid) && uid >= uid_base && uid < uid_base + 65536) ++l.processes;
     }
     ::closedir(d);
   }
@@ -196,20 +210,31 @@ class JailTest : public ::testing::Test {
     if (::geteuid() != 0) return;
     if (!std::getenv("SKIFF_AGENT"))
       ::setenv("SKIFF_AGENT", SKIFF_BINARY_DIR "/cmd/skiff-agent/skiff-agent", 1);
-    iso_ = new JailIsolator();
+    // uid ranges of this test process alone: other test processes start
+    // and stop sandboxes at the same time, and a range they reuse would
+    // show up as this test's leftovers.
+    options_.uid_base = 0x10000000u + static_cast<uint32_t>(::getpid() % 3000) * 16u * 65536u;
+    options_.slots = 16;
+    iso_ = new JailIsolator(options_);
     doctor_ = iso_->Doctor();
   }
   static void TearDownTestSuite() {
     delete iso_;
     iso_ = nullptr;
+    // The lock files of this process's private uid ranges.
+    for (uint32_t i = 0; i < options_.slots; ++i)
+      ::unlink((paths::RuntimeDir() + "/jail/uids-" +
+                std::to_string(uint64_t{options_.uid_base} + uint64_t{i} * 65536) + ".lock").c_str());
   }
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: namespaces, idmapped mounts, cgroups";
     ASSERT_TRUE(doctor_["available"].get<bool>()) << doctor_.dump();
   }
+  static JailOptions options_;
   static JailIsolator* iso_;
   static json doctor_;
 };
+JailOptions JailTest::options_;
 JailIsolator* JailTest::iso_ = nullptr;
 json JailTest::doctor_;
 
@@ -541,13 +566,29 @@ TEST_F(JailTest, SixteenConcurrentSandboxes) {
   EXPECT_EQ(OpenFds(), fds);
 }
 
-TEST_F(JailTest, CleanupOrphansAfterACrash) {
-  // A "daemon" that starts a sandbox and dies without stopping it.
-  int pfd[2];
-  ASSERT_EQ(::pipe(pfd), 0);
+// A sandbox whose "daemon" crashed: started by a forked process that exits
+// without stopping it. The agent ends its sandbox as soon as its channel
+// closes, so the channel is handed to the test first: it stands for an
+// agent that has not noticed yet (busy, or wedged) while the host's side is
+// gone. Closing `channel` lets the agent go.
+struct Orphan {
+  pid_t pid = -1;
+  uint64_t base = 0;
+  std::string id;
+  UniqueFd channel;
+};
+
+Orphan StartOrphan(const JailOptions& options) {
+  struct Msg {
+    pid_t pid;
+    uint64_t base;
+    char id[40];
+  };
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return {};
   pid_t daemon = ::fork();
   if (daemon == 0) {
-    JailIsolator iso;
+    JailIsolator iso(options);
     auto img = HostImage();
     SandboxPolicy p;
     p.id = NewUuid();
@@ -555,40 +596,106 @@ TEST_F(JailTest, CleanupOrphansAfterACrash) {
     p.rootfs = img->rootfs;
     p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
     auto inst = iso.Start(p);
-    struct {
-      pid_t pid;
-      uint64_t base;
-      char id[40];
-    } msg{};
-    msg.pid = inst.ok() ? (*inst)->Describe()["pid"].get<pid_t>() : -1;
-    msg.base = inst.ok() ? (*inst)->Describe()["uid_base"].get<uint64_t>() : 0;
+    Msg msg{};
+    UniqueFd channel;
+    if (inst.ok()) {
+      msg.pid = (*inst)->Describe()["pid"].get<pid_t>();
+      msg.base = (*inst)->Describe()["uid_base"].get<uint64_t>();
+      channel = (*inst)->TakeChannel();
+    } else {
+      msg.pid = -1;
+    }
     std::snprintf(msg.id, sizeof msg.id, "%s", p.id.c_str());
-    (void)!::write(pfd[1], &msg, sizeof msg);
+    iovec iov{&msg, sizeof msg};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (channel) {
+      mh.msg_control = ctl;
+      mh.msg_controllen = sizeof ctl;
+      cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      int fd = channel.get();
+      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    (void)!::sendmsg(sv[1], &mh, 0);
     if (inst.ok()) std::move(inst).value().release();  // leaked on purpose
     _exit(0);
   }
-  ::close(pfd[1]);
-  struct {
-    pid_t pid;
-    uint64_t base;
-    char id[40];
-  } msg{};
-  ASSERT_EQ(::read(pfd[0], &msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
-  ::close(pfd[0]);
+  ::close(sv[1]);
+  Msg msg{};
+  iovec iov{&msg, sizeof msg};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = ctl;
+  mh.msg_controllen = sizeof ctl;
+  ssize_t n = ::recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+  ::close(sv[0]);
   ::waitpid(daemon, nullptr, 0);
-  ASSERT_GT(msg.pid, 0);
-  EXPECT_EQ(::kill(msg.pid, 0), 0) << "the orphan sandbox should still run";
-  Leftovers orphaned = LeftoversOf(doctor_, msg.id, msg.base);
-  EXPECT_GE(orphaned.processes, 1);
-  EXPECT_GE(orphaned.cgroups, 1);
-  EXPECT_TRUE(orphaned.state_dir);
+  if (n != static_cast<ssize_t>(sizeof msg)) return {};
+  Orphan o{msg.pid, msg.base, msg.id, UniqueFd()};
+  if (cmsghdr* c = CMSG_FIRSTHDR(&mh); c && c->cmsg_type == SCM_RIGHTS) {
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    o.channel = UniqueFd(fd);
+  }
+  return o;
+}
+
+// An orphan with all its parts still there. Any skiff process starting up
+// meanwhile (a daemon test, a CLI run) cleans up orphans too, so one may
+// vanish before the test gets to it; then another is started.
+Orphan StartIntactOrphan(const json& doctor, const JailOptions& options) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Orphan o = StartOrphan(options);
+    if (o.pid <= 0) break;
+    Leftovers l = LeftoversOf(doctor, o.id, o.base);
+    if (Alive(o.pid) && l.processes >= 1 && l.cgroups >= 1 && l.state_dir) return o;
+    std::fprintf(stderr, "orphan %s was cleaned up by another process (%s); starting another\n",
+                 o.id.c_str(), l.Describe().c_str());
+  }
+  return {};
+}
+
+TEST_F(JailTest, CleanupOrphansAfterACrash) {
+  Orphan o = StartIntactOrphan(doctor_, options_);
+  ASSERT_GT(o.pid, 0) << "no orphan sandbox survived long enough to be cleaned up by this test";
 
   iso_->CleanupOrphans();
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (::kill(msg.pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(5ms);
-  EXPECT_NE(::kill(msg.pid, 0), 0);
-  Leftovers after = LeftoversOf(doctor_, msg.id, msg.base);
+  EXPECT_FALSE(Alive(o.pid));
+  Leftovers after = LeftoversOf(doctor_, o.id, o.base);
+  EXPECT_TRUE(after.none()) << after.Describe();
+}
+
+TEST_F(JailTest, ACrashedHoldersUidRangeIsClearedBeforeReuse) {
+  // One uid range only, so the next sandbox must take the crashed one's.
+  JailOptions one = options_;
+  one.slots = 1;
+  Orphan o = StartIntactOrphan(doctor_, one);
+  ASSERT_GT(o.pid, 0) << "no orphan sandbox survived long enough for this test";
+  ASSERT_EQ(UidOf(o.pid), one.uid_base);
+
+  // No cleanup ran: the new sandbox's start itself must clear the range.
+  JailIsolator iso(one);
+  auto b = Box::Start(iso);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->uid_base, one.uid_base);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(Alive(o.pid)) << "a process of the crashed sandbox shares the new sandbox's uids";
+  EXPECT_EQ(b->Sh("echo ok").out, "ok\n");
+  b->Stop();
+  iso.CleanupOrphans();  // the crashed sandbox's cgroups and state
+  Leftovers after = LeftoversOf(doctor_, o.id, o.base);
   EXPECT_TRUE(after.none()) << after.Describe();
 }
 

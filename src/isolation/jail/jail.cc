@@ -28,6 +28,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/log.h"
 #include "base/paths.h"
@@ -116,6 +118,46 @@ std::vector<std::pair<uint64_t, uint64_t>> SubidRanges() {
   return out;
 }
 
+// Live host processes whose real uid lies in [lo, hi), with that uid.
+// Zombies are dead already (they wait for a parent that may be slow to reap
+// them, such as a reparented sandbox init) and are left out.
+std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_t hi) {
+  std::vector<std::pair<pid_t, uint64_t>> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    std::ifstream st(std::string("/proc/") + e->d_name + "/status");
+    std::string line;
+    while (std::getline(st, line))
+      if (line.rfind("State:", 0) == 0) {
+        if (line.find('Z') != std::string::npos) break;
+      } else if (line.rfind("Uid:", 0) == 0) {
+        uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
+        if (uid >= lo && uid < hi) out.emplace_back(static_cast<pid_t>(std::atoi(e->d_name)), uid);
+        break;
+      }
+  }
+  ::closedir(d);
+  return out;
+}
+
+// SIGKILLs every process in the uid range until none is left (a sandbox's
+// processes may still fork while they are being killed). False if some
+// survive a few rounds.
+bool KillUidRange(uint64_t lo, uint64_t hi) {
+  for (int round = 0; round < 20; ++round) {
+    auto procs = ProcessesInUidRange(lo, hi);
+    if (procs.empty()) return true;
+    for (auto [pid, uid] : procs) {
+      auto p = Process::Open(pid);
+      if (p.ok()) (void)p->Signal(SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * (round + 1)));
+  }
+  return ProcessesInUidRange(lo, hi).empty();
+}
+
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
   if (WIFSIGNALED(st)) {
@@ -161,7 +203,9 @@ struct JailIsolator::Shared {
   }
 
   std::string SlotLockPath(uint32_t slot) const {
-    return lock_dir + "/slot-" + std::to_string(slot) + ".lock";
+    // Named by the range's first uid, so isolators with other bases never
+    // share a lock for different ranges.
+    return lock_dir + "/uids-" + std::to_string(options.uid_base + uint64_t{slot} * kRangeSize) + ".lock";
   }
   std::string LiveLockPath(const std::string& id) const {
     return lock_dir + "/live-" + id + ".lock";
@@ -194,6 +238,24 @@ struct JailIsolator::Shared {
         ::close(fd);
         continue;
       }
+      // A slot's lock file holds a mark while a sandbox uses the range and
+      // is emptied once its processes are gone. A mark found here means the
+      // last holder died with its sandbox still running: those processes
+      // must not share their uids with a new sandbox.
+      struct stat st {};
+      if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+        uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize;
+        if (!KillUidRange(lo, lo + kRangeSize)) {
+          SKIFF_LOG(Warn) << "jail: uid range of slot " << slot << " still has processes; skipping it";
+          ::close(fd);
+          continue;
+        }
+      }
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, "1\n", 2, 0) != 2) {
+        int err = errno;
+        ::close(fd);
+        return Error::Sys(Code::kS300, "write", path, err);
+      }
       used.insert(slot);
       hint = slot + 1;
       return Slot{slot, static_cast<uint32_t>(options.uid_base + slot * kRangeSize), UniqueFd(fd)};
@@ -202,6 +264,8 @@ struct JailIsolator::Shared {
   }
   void ReleaseSlot(Slot& s) {
     if (!s.lock) return;
+    // Only called once the sandbox's processes are gone: clear the mark.
+    (void)!::ftruncate(s.lock.get(), 0);
     std::lock_guard<std::mutex> g(mu);
     s.lock.reset();
     used.erase(s.slot);
@@ -680,39 +744,25 @@ void JailIsolator::CleanupOrphans() {
   // 1. Processes running as a sandbox uid whose slot nobody holds.
   const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * kRangeSize;
   std::set<uint32_t> free_checked, busy;
-  if (DIR* d = ::opendir("/proc")) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-      std::ifstream st(std::string("/proc/") + e->d_name + "/status");
-      std::string line;
-      uint64_t uid = 0;
-      while (std::getline(st, line))
-        if (line.rfind("Uid:", 0) == 0) {
-          uid = std::strtoull(line.c_str() + 4, nullptr, 10);
-          break;
-        }
-      if (uid < lo || uid >= hi) continue;
-      uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
-      {
-        std::lock_guard<std::mutex> g(shared_->mu);
-        if (shared_->used.count(slot)) continue;
-      }
-      if (busy.count(slot)) continue;
-      if (!free_checked.count(slot)) {
-        if (held_elsewhere(shared_->SlotLockPath(slot))) {
-          busy.insert(slot);
-          continue;
-        }
-        free_checked.insert(slot);
-      }
-      pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-      auto p = Process::Open(pid);
-      if (p.ok()) {
-        SKIFF_LOG(Info) << "jail: killing orphan sandbox process " << pid << " (uid " << uid << ")";
-        (void)p->Signal(SIGKILL);
-      }
+  for (auto [pid, uid] : ProcessesInUidRange(lo, hi)) {
+    uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
+    {
+      std::lock_guard<std::mutex> g(shared_->mu);
+      if (shared_->used.count(slot)) continue;
     }
-    ::closedir(d);
+    if (busy.count(slot)) continue;
+    if (!free_checked.count(slot)) {
+      if (held_elsewhere(shared_->SlotLockPath(slot))) {
+        busy.insert(slot);
+        continue;
+      }
+      free_checked.insert(slot);
+    }
+    auto p = Process::Open(pid);
+    if (p.ok()) {
+      SKIFF_LOG(Info) << "jail: killing orphan sandbox process " << pid << " (uid " << uid << ")";
+      (void)p->Signal(SIGKILL);
+    }
   }
   // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
   std::set<std::string> orphan_ids;
