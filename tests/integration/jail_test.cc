@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/fd_passing.h"
 #include "base/paths.h"
 #include "base/text.h"
 #include "images/catalog.h"
@@ -606,45 +607,18 @@ Orphan StartOrphan(const JailOptions& options) {
       msg.pid = -1;
     }
     std::snprintf(msg.id, sizeof msg.id, "%s", p.id.c_str());
-    iovec iov{&msg, sizeof msg};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (channel) {
-      mh.msg_control = ctl;
-      mh.msg_controllen = sizeof ctl;
-      cmsghdr* c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      int fd = channel.get();
-      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    (void)!::sendmsg(sv[1], &mh, 0);
+    (void)!SendWithFd(sv[1], &msg, sizeof msg, channel ? channel.get() : -1);
     if (inst.ok()) std::move(inst).value().release();  // leaked on purpose
     _exit(0);
   }
   ::close(sv[1]);
   Msg msg{};
-  iovec iov{&msg, sizeof msg};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl;
-  mh.msg_controllen = sizeof ctl;
-  ssize_t n = ::recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+  UniqueFd channel;
+  ssize_t n = RecvWithFd(sv[0], &msg, sizeof msg, &channel);
   ::close(sv[0]);
   ::waitpid(daemon, nullptr, 0);
   if (n != static_cast<ssize_t>(sizeof msg)) return {};
-  Orphan o{msg.pid, msg.base, msg.id, UniqueFd()};
-  if (cmsghdr* c = CMSG_FIRSTHDR(&mh); c && c->cmsg_type == SCM_RIGHTS) {
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    o.channel = UniqueFd(fd);
-  }
-  return o;
+  return Orphan{msg.pid, msg.base, msg.id, std::move(channel)};
 }
 
 // An orphan with all its parts still there. Any skiff process starting up

@@ -823,17 +823,25 @@ TEST_F(DomainAllowTest, NoDomainEntryNoFilter) {
   EXPECT_EQ(OwnThreadsIn((*sn)->netns_inode()), 0);
 }
 
-class MicrovmNetworkTest : public NetworkTest {
+// A fixture of this file, with a microVM isolator and a busybox image.
+template <class Fixture>
+class OnMicrovm : public Fixture {
  protected:
   void SetUp() override {
-    NetworkTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
+    Fixture::SetUp();
+    if (this->IsSkipped() || this->HasFatalFailure()) return;
     iso_ = MakeMicrovmIsolator();
     auto st = iso_->Available();
     ASSERT_TRUE(st.ok()) << st.error().ToString();
     rootfs_ = BusyboxRootfs();
     ASSERT_FALSE(rootfs_.empty()) << "could not build the busybox erofs test image";
   }
+  std::unique_ptr<Isolator> iso_;
+  std::string rootfs_;
+};
+
+class MicrovmNetworkTest : public OnMicrovm<NetworkTest> {
+ protected:
   SandboxPolicy VmPolicy(bool network) {
     SandboxPolicy p = Base();
     p.network = network;
@@ -842,28 +850,13 @@ class MicrovmNetworkTest : public NetworkTest {
     p.memory_mb = 256;
     return p;
   }
-  std::unique_ptr<Isolator> iso_;
-  std::string rootfs_;
 };
 
 TEST_F(MicrovmNetworkTest, GuestEgressPolicyAndTeardown) {
   RunProbe(*iso_, VmPolicy(true), "eth0");
 }
 
-class MicrovmDomainAllowTest : public DomainAllowTest {
- protected:
-  void SetUp() override {
-    DomainAllowTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
-    iso_ = MakeMicrovmIsolator();
-    auto st = iso_->Available();
-    ASSERT_TRUE(st.ok()) << st.error().ToString();
-    rootfs_ = BusyboxRootfs();
-    ASSERT_FALSE(rootfs_.empty()) << "could not build the busybox erofs test image";
-  }
-  std::unique_ptr<Isolator> iso_;
-  std::string rootfs_;
-};
+using MicrovmDomainAllowTest = OnMicrovm<DomainAllowTest>;
 
 TEST_F(MicrovmDomainAllowTest, GuestQueriesReachTheFilterOverTheBridge) {
   SandboxPolicy p = Filtered(Base());

@@ -143,18 +143,23 @@ std::string Wire(const char* name) {
   return out;
 }
 
+// The wire form of p, which is freed.
+std::vector<uint8_t> WireOf(ldns_pkt* p) {
+  uint8_t* w = nullptr;
+  size_t n = 0;
+  ldns_pkt2wire(&w, p, &n);
+  std::vector<uint8_t> out(w, w + n);
+  free(w);
+  ldns_pkt_free(p);
+  return out;
+}
+
 std::vector<uint8_t> Query(const char* name, ldns_rr_type type = LDNS_RR_TYPE_A,
                            bool edns = false) {
   ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name), type, LDNS_RR_CLASS_IN, LDNS_RD);
   ldns_pkt_set_id(q, 0x1234);
   if (edns) ldns_pkt_set_edns_udp_size(q, 1232);
-  uint8_t* w = nullptr;
-  size_t n = 0;
-  ldns_pkt2wire(&w, q, &n);
-  std::vector<uint8_t> out(w, w + n);
-  free(w);
-  ldns_pkt_free(q);
-  return out;
+  return WireOf(q);
 }
 
 // An upstream answer to `v`'s forwarded query, with `rrs` in the answer.
@@ -170,13 +175,7 @@ std::vector<uint8_t> Answer(const QueryVerdict& v, uint16_t id, std::vector<cons
     EXPECT_EQ(ldns_rr_new_frm_str(&rr, s, 0, nullptr, nullptr), LDNS_STATUS_OK) << s;
     ldns_pkt_push_rr(a, LDNS_SECTION_ANSWER, rr);
   }
-  uint8_t* w = nullptr;
-  size_t n = 0;
-  ldns_pkt2wire(&w, a, &n);
-  std::vector<uint8_t> out(w, w + n);
-  free(w);
-  ldns_pkt_free(a);
-  return out;
+  return WireOf(a);
 }
 
 uint8_t Rcode(const std::vector<uint8_t>& wire) { return wire.size() >= 4 ? wire[3] & 0x0f : 0xff; }

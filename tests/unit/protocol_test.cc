@@ -165,6 +165,19 @@ class FakeAgent {
   Decoder dec_;
 };
 
+// A client connected to a peer that has sent its HELLO; *peer is the
+// agent's end of the socketpair.
+std::shared_ptr<Client> HandshakenClient(int* peer) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::string h = EncodeFrame(0, Type::kHello, 0, R"({"proto":1})");
+  EXPECT_EQ(write(sv[1], h.data(), h.size()), ssize_t(h.size()));
+  *peer = sv[1];
+  auto c = Client::Connect(UniqueFd(sv[0]), std::chrono::seconds(5));
+  EXPECT_TRUE(c.ok());
+  return c.ok() ? *c : nullptr;
+}
+
 TEST(Client, HandshakeCallAndUnknownOp) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -241,32 +254,26 @@ TEST(Client, SendBlocksWithoutCreditAndResumesWhenGranted) {
 }
 
 TEST(Client, AgentDeathFailsPendingStreams) {
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::string h = EncodeFrame(0, Type::kHello, 0, R"({"proto":1})");
-  ASSERT_EQ(write(sv[1], h.data(), h.size()), ssize_t(h.size()));
-  auto c = Client::Connect(UniqueFd(sv[0]), std::chrono::seconds(5));
-  ASSERT_TRUE(c.ok());
-  auto s = (*c)->Open({{"op", "exec"}});
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  auto s = c->Open({{"op", "exec"}});
   ASSERT_TRUE(s.ok());
-  close(sv[1]);
+  close(peer);
   auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind, Event::Kind::kClosed);
-  EXPECT_FALSE((*c)->alive());
+  EXPECT_FALSE(c->alive());
 }
 
 TEST(Client, DeathCallbackMayDropTheLastReference) {
   // A sandbox torn down elsewhere can leave the reader thread's death
   // callback holding the last reference; the client is then destroyed on its
   // own reader thread and must not try to join itself.
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::string h = EncodeFrame(0, Type::kHello, 0, R"({"proto":1})");
-  ASSERT_EQ(write(sv[1], h.data(), h.size()), ssize_t(h.size()));
-  auto c = Client::Connect(UniqueFd(sv[0]), std::chrono::seconds(5));
-  ASSERT_TRUE(c.ok());
-  auto holder = std::make_shared<std::shared_ptr<Client>>(std::move(*c));
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  auto holder = std::make_shared<std::shared_ptr<Client>>(std::move(c));
   std::promise<std::thread::id> destroyed_on;
   auto done = destroyed_on.get_future();
   (*holder)->SetOnDeath([holder, &destroyed_on](const std::string&) mutable {
@@ -277,7 +284,7 @@ TEST(Client, DeathCallbackMayDropTheLastReference) {
     destroyed_on.set_value(std::this_thread::get_id());
   });
   holder.reset();  // only the callback keeps the client alive now
-  close(sv[1]);
+  close(peer);
   ASSERT_EQ(done.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_NE(done.get(), std::this_thread::get_id());
 }

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "base/fd_passing.h"
+
 namespace skiff::microvm {
 
 using json = nlohmann::json;
@@ -17,22 +19,8 @@ constexpr size_t kMaxLine = 1u << 20;
 Status Qmp::Send(const std::string& line, int pass_fd) {
   size_t off = 0;
   while (off < line.size()) {
-    iovec iov{const_cast<char*>(line.data() + off), line.size() - off};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    if (pass_fd >= 0 && off == 0) {
-      std::memset(control, 0, sizeof control);
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-    }
-    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    // The descriptor goes with the first byte.
+    ssize_t n = SendWithFd(fd_.get(), line.data() + off, line.size() - off, off == 0 ? pass_fd : -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::Sys(Code::kS300, "sendmsg", "qmp", errno);
     off += static_cast<size_t>(n);
