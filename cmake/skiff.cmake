@@ -1,11 +1,52 @@
 # Small helpers in the spirit of abseil's absl_cc_library / absl_cc_test.
 
-# skiff_library(NAME name SRCS ... DEPS ...)
+# skiff_library(NAME name SRCS ... DEPS ... [AGENT])
+# AGENT: the static skiff-agent links this library too, as ${name}_for_agent.
+# That is the library itself, or, when SKIFF_SANITIZE is set, an
+# uninstrumented copy of it (same sources, same settings, dependencies
+# replaced by their own _for_agent copies): a sanitizer runtime cannot be
+# linked into a -static binary.
 function(skiff_library)
-  cmake_parse_arguments(L "" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(L "AGENT" "NAME" "SRCS;DEPS" ${ARGN})
   add_library(${L_NAME} STATIC ${L_SRCS})
   target_include_directories(${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${L_NAME} PUBLIC ${L_DEPS})
+  if(L_AGENT AND SKIFF_SANITIZE)
+    # Copied at the end of the calling directory, once its CMakeLists.txt
+    # has added the library's definitions and include directories.
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL _skiff_copy_for_agent [[${L_NAME}]])")
+  elseif(L_AGENT)
+    add_library(${L_NAME}_for_agent ALIAS ${L_NAME})
+  endif()
+endfunction()
+
+function(_skiff_copy_for_agent name)
+  get_target_property(srcs ${name} SOURCES)
+  add_library(${name}_for_agent STATIC ${srcs})
+  set_target_properties(${name}_for_agent PROPERTIES SKIFF_NO_SANITIZE ON)
+  foreach(prop IN ITEMS INCLUDE_DIRECTORIES INTERFACE_INCLUDE_DIRECTORIES
+                        COMPILE_DEFINITIONS INTERFACE_COMPILE_DEFINITIONS
+                        COMPILE_OPTIONS INTERFACE_COMPILE_OPTIONS
+                        LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+    get_target_property(values ${name} ${prop})
+    if(NOT values)
+      set(values "")
+    endif()
+    set(copied "")
+    foreach(v IN LISTS values)
+      if(prop MATCHES "LINK_LIBRARIES$")
+        set(dep "${v}")
+        if(v MATCHES "^\\$<LINK_ONLY:(.*)>$")
+          set(dep "${CMAKE_MATCH_1}")
+        endif()
+        if(TARGET ${dep}_for_agent)
+          string(REPLACE "${dep}" "${dep}_for_agent" v "${v}")
+        endif()
+      endif()
+      list(APPEND copied "${v}")
+    endforeach()
+    set_property(TARGET ${name}_for_agent PROPERTY ${prop} "${copied}")
+  endforeach()
 endfunction()
 
 # skiff_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT s])
