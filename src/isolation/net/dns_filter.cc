@@ -279,8 +279,12 @@ Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_
   if (!tcp && out.wire.size() > query.udp_limit) {
     // Too large for the client's UDP: only the question, TC set; the
     // client retries over TCP. The addresses still enter the set.
+    // The setters do not free the lists they replace.
+    ldns_rr_list_deep_free(ldns_pkt_answer(r.get()));
     ldns_pkt_set_answer(r.get(), ldns_rr_list_new());
+    ldns_rr_list_deep_free(ldns_pkt_authority(r.get()));
     ldns_pkt_set_authority(r.get(), ldns_rr_list_new());
+    ldns_rr_list_deep_free(ldns_pkt_additional(r.get()));
     ldns_pkt_set_additional(r.get(), ldns_rr_list_new());
     ldns_pkt_set_ancount(r.get(), 0);
     ldns_pkt_set_nscount(r.get(), 0);
