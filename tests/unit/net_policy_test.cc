@@ -169,7 +169,11 @@ std::vector<uint8_t> Answer(const QueryVerdict& v, uint16_t id, std::vector<cons
   EXPECT_EQ(ldns_wire2pkt(&a, v.wire.data(), v.wire.size()), LDNS_STATUS_OK);
   ldns_pkt_set_id(a, id);
   ldns_pkt_set_qr(a, true);
-  if (qname) ldns_rr_set_owner(ldns_rr_list_rr(ldns_pkt_question(a), 0), ldns_dname_new_frm_str(qname));
+  if (qname) {
+    ldns_rr* q = ldns_rr_list_rr(ldns_pkt_question(a), 0);
+    ldns_rdf_deep_free(ldns_rr_owner(q));  // ldns_rr_set_owner does not free it
+    ldns_rr_set_owner(q, ldns_dname_new_frm_str(qname));
+  }
   for (const char* s : rrs) {
     ldns_rr* rr = nullptr;
     EXPECT_EQ(ldns_rr_new_frm_str(&rr, s, 0, nullptr, nullptr), LDNS_STATUS_OK) << s;
