@@ -673,6 +673,66 @@ TEST_F(JailTest, ACrashedHoldersUidRangeIsClearedBeforeReuse) {
   EXPECT_TRUE(after.none()) << after.Describe();
 }
 
+TEST_F(JailTest, ALauncherKilledMidStartLeavesNoProcessBehind) {
+  // The sandbox init waits for its cgroups, made by a thread of the
+  // launcher; the launcher is killed during that wait.
+  pid_t launcher = ::fork();
+  if (launcher == 0) {
+    ::setenv("SKIFF_TEST_CGROUP_DELAY_MS", "3000", 1);
+    JailIsolator iso(options_);
+    auto img = HostImage();
+    SandboxPolicy p;
+    p.id = NewUuid();
+    p.hostname = "killed";
+    p.rootfs = img->rootfs;
+    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+    (void)iso.Start(p);
+    _exit(0);
+  }
+  ASSERT_GT(launcher, 0);
+  auto children = [&] {
+    std::set<pid_t> out;
+    std::string task = "/proc/" + std::to_string(launcher) + "/task";
+    if (DIR* d = ::opendir(task.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::istringstream in(ReadAll(task + "/" + e->d_name + "/children"));
+        for (pid_t c; in >> c;) out.insert(c);
+      }
+      ::closedir(d);
+    }
+    return out;
+  };
+  // The init is the child that stays: the namespace holder goes at once.
+  std::set<pid_t> seen;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto now = children();
+    seen.insert(now.begin(), now.end());
+    bool init_waiting = false;
+    for (pid_t c : now)
+      if (ReadAll("/proc/" + std::to_string(c) + "/status").find("NSpid:\t" + std::to_string(c) + "\t1\n") !=
+          std::string::npos)
+        init_waiting = true;
+    if (init_waiting) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_FALSE(seen.empty()) << "the launcher never started a sandbox init";
+  std::this_thread::sleep_for(200ms);  // well into the wait for cgroups
+  for (pid_t c : children()) seen.insert(c);
+  ASSERT_EQ(::kill(launcher, SIGKILL), 0);
+  ::waitpid(launcher, nullptr, 0);
+  deadline = std::chrono::steady_clock::now() + 5s;
+  auto any_alive = [&] {
+    for (pid_t c : seen)
+      if (Alive(c)) return true;
+    return false;
+  };
+  while (any_alive() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  for (pid_t c : seen) EXPECT_FALSE(Alive(c)) << "process " << c << " outlived its killed launcher";
+  iso_->CleanupOrphans();
+}
+
 TEST_F(JailTest, StartStopRate) {
   const int n = 20;
   int fds = OpenFds();

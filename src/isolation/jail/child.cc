@@ -145,6 +145,12 @@ void SetLimit(const ChildPlan& p, int resource, uint64_t value, const char* name
 
 int RunChild(void* arg) noexcept {
   const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
+  // If the launching process dies before this init leaves the host's
+  // privileges (it waits on the launcher's cgroup thread below), the init
+  // dies too instead of waiting forever with a copy of the launcher's
+  // descriptors. The setting clears itself at setresuid below, so the agent
+  // is not tied to the launching thread's lifetime.
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   ::umask(022);
   // The skiff/ cgroup directories, while the host's tree is still visible.
   int cg_dirs[kMaxCgroupBases];
@@ -244,7 +250,11 @@ int RunChild(void* arg) noexcept {
     int ready = __atomic_load_n(p.cgroup_ready, __ATOMIC_ACQUIRE);
     if (ready < 0) Fail(p, ECANCELED, "create", "cgroup");
     if (ready > 0) break;
-    ::syscall(SYS_futex, p.cgroup_ready, FUTEX_WAIT, 0, nullptr, nullptr, 0);
+    // Bounded: a launcher killed between the clone and the death signal
+    // above must not leave this process waiting forever.
+    struct timespec limit = {30, 0};
+    if (::syscall(SYS_futex, p.cgroup_ready, FUTEX_WAIT, 0, &limit, nullptr, 0) < 0 && errno == ETIMEDOUT)
+      Fail(p, ETIMEDOUT, "wait", "cgroup");
   }
   for (int i = 0; i < p.n_cgroup_bases; ++i) {
     int fd = ::openat(cg_dirs[i], p.cgroup_procs, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);

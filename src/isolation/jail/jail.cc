@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <fstream>
@@ -369,8 +370,10 @@ struct ChildStack {
   std::unique_ptr<char[]> mem;
 };
 
-// Async-signal-safe: the user-namespace holder only waits to be killed.
+// Async-signal-safe: the user-namespace holder only waits to be killed (or
+// dies with the thread that made it, should the launcher be killed first).
 int HoldNamespace(void*) {
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
   return 0;
 }
@@ -630,6 +633,9 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   alignas(int) int cg_ready = cg_bases.empty() ? 1 : 0;  // futex word (CLONE_VM: shared)
   Result<jail::SandboxCgroup> cg = jail::SandboxCgroup();
   auto create_cgroups = [&] {
+    // Tests widen the window in which the init waits for its cgroups.
+    if (const char* d = std::getenv("SKIFF_TEST_CGROUP_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
     jail::CgroupLimits lim;
     lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
     lim.pids_max = policy.pids_max;
