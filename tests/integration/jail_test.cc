@@ -567,6 +567,16 @@ TEST_F(JailTest, SixteenConcurrentSandboxes) {
   EXPECT_EQ(OpenFds(), fds);
 }
 
+// A policy for a sandbox of the host image with a fresh id.
+SandboxPolicy HostPolicy(const std::string& hostname) {
+  SandboxPolicy p;
+  p.id = NewUuid();
+  p.hostname = hostname;
+  p.rootfs = HostImage()->rootfs;
+  p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+  return p;
+}
+
 // A sandbox whose "daemon" crashed: started by a forked process that exits
 // without stopping it. The agent ends its sandbox as soon as its channel
 // closes, so the channel is handed to the test first: it stands for an
@@ -590,12 +600,7 @@ Orphan StartOrphan(const JailOptions& options) {
   pid_t daemon = ::fork();
   if (daemon == 0) {
     JailIsolator iso(options);
-    auto img = HostImage();
-    SandboxPolicy p;
-    p.id = NewUuid();
-    p.hostname = "orphan";
-    p.rootfs = img->rootfs;
-    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+    SandboxPolicy p = HostPolicy("orphan");
     auto inst = iso.Start(p);
     Msg msg{};
     UniqueFd channel;
@@ -680,13 +685,7 @@ TEST_F(JailTest, ALauncherKilledMidStartLeavesNoProcessBehind) {
   if (launcher == 0) {
     ::setenv("SKIFF_TEST_CGROUP_DELAY_MS", "3000", 1);
     JailIsolator iso(options_);
-    auto img = HostImage();
-    SandboxPolicy p;
-    p.id = NewUuid();
-    p.hostname = "killed";
-    p.rootfs = img->rootfs;
-    p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
-    (void)iso.Start(p);
+    (void)iso.Start(HostPolicy("killed"));
     _exit(0);
   }
   ASSERT_GT(launcher, 0);
