@@ -143,6 +143,23 @@ std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_
   return out;
 }
 
+// SIGKILLs `pid` if it still runs with a uid in [lo, hi). The uid is read
+// again once a pidfd pins the process: the pid found by a scan may have
+// exited and been reused by an unrelated process meanwhile.
+bool KillIfUidInRange(pid_t pid, uint64_t lo, uint64_t hi) {
+  auto p = Process::Open(pid);
+  if (!p.ok()) return false;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(st, line))
+    if (line.rfind("Uid:", 0) == 0) {
+      uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
+      if (uid < lo || uid >= hi) return false;
+      return p->Signal(SIGKILL).ok();
+    }
+  return false;
+}
+
 // SIGKILLs every process in the uid range until none is left (a sandbox's
 // processes may still fork while they are being killed). False if some
 // survive a few rounds.
@@ -150,10 +167,7 @@ bool KillUidRange(uint64_t lo, uint64_t hi) {
   for (int round = 0; round < 20; ++round) {
     auto procs = ProcessesInUidRange(lo, hi);
     if (procs.empty()) return true;
-    for (auto [pid, uid] : procs) {
-      auto p = Process::Open(pid);
-      if (p.ok()) (void)p->Signal(SIGKILL);
-    }
+    for (auto [pid, uid] : procs) (void)KillIfUidInRange(pid, lo, hi);
     std::this_thread::sleep_for(std::chrono::milliseconds(5 * (round + 1)));
   }
   return ProcessesInUidRange(lo, hi).empty();
@@ -764,11 +778,9 @@ void JailIsolator::CleanupOrphans() {
       }
       free_checked.insert(slot);
     }
-    auto p = Process::Open(pid);
-    if (p.ok()) {
-      SKIFF_LOG(Info) << "jail: killing orphan sandbox process " << pid << " (uid " << uid << ")";
-      (void)p->Signal(SIGKILL);
-    }
+    uint64_t slot_lo = lo + uint64_t{slot} * kRangeSize;
+    if (KillIfUidInRange(pid, slot_lo, slot_lo + kRangeSize))
+      SKIFF_LOG(Info) << "jail: killed orphan sandbox process " << pid << " (uid " << uid << ")";
   }
   // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
   std::set<std::string> orphan_ids;
