@@ -11,6 +11,8 @@ function(skiff_library)
   add_library(${L_NAME} STATIC ${L_SRCS})
   target_include_directories(${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${L_NAME} PUBLIC ${L_DEPS})
+  string(REGEX REPLACE "^skiff_" "" short "${L_NAME}")
+  add_library(skiff::${short} ALIAS ${L_NAME})
   if(L_AGENT AND SKIFF_SANITIZE)
     # Copied at the end of the calling directory, once its CMakeLists.txt
     # has added the library's definitions and include directories.
