@@ -69,6 +69,15 @@ class Error {
   const std::optional<nlohmann::json>& details() const { return details_; }
   Error& set_details(nlohmann::json d) { details_ = std::move(d); return *this; }
 
+  // Adds what the caller was doing, keeping the code and extras:
+  //   Error::Sys(kS300, "mount", dir, EINVAL).With("while starting the jail")
+  //   → "while starting the jail: mount(dir): EINVAL".
+  Error& With(std::string_view context) & {
+    message_.insert(0, std::string(context) + ": ");
+    return *this;
+  }
+  Error&& With(std::string_view context) && { return std::move(With(context)); }
+
   std::string ToString() const;
 
  private:

@@ -48,4 +48,14 @@ Result<std::optional<int>> Process::Wait(std::optional<std::chrono::milliseconds
   return status_;
 }
 
+Result<int> Process::Terminate(std::chrono::milliseconds grace) {
+  if (status_) return *status_;
+  SKIFF_RETURN_IF_ERROR(Signal(SIGTERM));
+  SKIFF_ASSIGN_OR_RETURN(std::optional<int> st, Wait(grace));
+  if (st) return *st;
+  SKIFF_RETURN_IF_ERROR(Signal(SIGKILL));
+  SKIFF_ASSIGN_OR_RETURN(st, Wait(std::nullopt));
+  return *st;
+}
+
 }  // namespace skiff

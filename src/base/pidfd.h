@@ -32,6 +32,9 @@ class Process {
   // Waits up to `timeout` (forever if nullopt). Returns the raw wait status
   // when the process exited, nullopt on timeout.
   Result<std::optional<int>> Wait(std::optional<std::chrono::milliseconds> timeout);
+  // SIGTERM, then SIGKILL if it has not exited after `grace`; reaps it either
+  // way. Returns the wait status.
+  Result<int> Terminate(std::chrono::milliseconds grace);
   bool exited() const { return status_.has_value(); }
   std::optional<int> status() const { return status_; }
 

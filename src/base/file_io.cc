@@ -1,0 +1,78 @@
+#include "base/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/unique_fd.h"
+
+namespace skiff {
+
+Result<std::string> ReadFile(const std::string& path, size_t max) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "read", path, errno);
+    if (n == 0) return out;
+    if (out.size() + static_cast<size_t>(n) > max) return Error::Sys(Code::kS300, "read", path, EFBIG);
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Status WriteAll(int fd, std::string_view data, std::string_view what) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "write", what, errno);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+Status WriteFile(const std::string& path, std::string_view data, mode_t mode) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  SKIFF_RETURN_IF_ERROR(WriteAll(fd.get(), data, path));
+  if (::close(fd.release()) != 0) return Error::Sys(Code::kS300, "close", path, errno);
+  return OkStatus();
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd) return Error::Sys(Code::kS300, "mkostemp", tmp, errno);
+  ScopedCleanup remove_tmp([&] { ::unlink(tmp.c_str()); });
+  if (::fchmod(fd.get(), mode) != 0) return Error::Sys(Code::kS300, "fchmod", tmp, errno);
+  SKIFF_RETURN_IF_ERROR(WriteAll(fd.get(), data, tmp));
+  if (::fsync(fd.get()) != 0) return Error::Sys(Code::kS300, "fsync", tmp, errno);
+  if (::close(fd.release()) != 0) return Error::Sys(Code::kS300, "close", tmp, errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::Sys(Code::kS300, "rename", path, errno);
+  remove_tmp.Cancel();
+  return OkStatus();
+}
+
+Status MakeDirs(const std::string& path, mode_t mode) {
+  if (path.empty()) return Error::Sys(Code::kS300, "mkdir", path, ENOENT);
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    std::string part = path.substr(0, pos);
+    if (::mkdir(part.c_str(), mode) == 0) continue;
+    int err = errno;
+    struct stat st {};
+    if (err == EEXIST && ::stat(part.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) return Error::Sys(Code::kS300, "mkdir", part, ENOTDIR);
+      continue;
+    }
+    return Error::Sys(Code::kS300, "mkdir", part, err);
+  }
+  return OkStatus();
+}
+
+}  // namespace skiff

@@ -1,0 +1,39 @@
+// Whole-file host I/O, written once: read a bounded file, write one, write
+// one atomically, create a directory path. Used by the daemon side only for
+// files it owns (state, caches, cgroup and /proc knobs); a sandbox's files are
+// only ever reached through its agent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+
+namespace skiff {
+
+// The whole file, refusing a symlink as the last component (O_NOFOLLOW) and
+// anything longer than `max` bytes (S300 "read(path): EFBIG").
+Result<std::string> ReadFile(const std::string& path, size_t max = size_t{8} << 20);
+
+// Writes `data` to an existing file, or creates it with `mode`, truncating
+// it first (cgroup and /proc knobs, whose write is the whole operation).
+Status WriteFile(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// Writes through a temporary file in the same directory, fsyncs it and
+// renames it over `path`: a reader sees the old content or the new, never a
+// part. The temporary is removed on failure.
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR; `what`
+// names the object in the error.
+Status WriteAll(int fd, std::string_view data, std::string_view what);
+
+// mkdir -p: creates each missing component with `mode` (existing ones are
+// left as they are). A component that exists as a non-directory is S300
+// ENOTDIR.
+Status MakeDirs(const std::string& path, mode_t mode = 0755);
+
+}  // namespace skiff

@@ -1,0 +1,187 @@
+// The host helpers of src/base, without root.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "base/fd_pair.h"
+#include "base/file_io.h"
+#include "base/find_executable.h"
+#include "base/fs_util.h"
+#include "base/pidfd.h"
+#include "base/scoped_dir.h"
+#include "base/subprocess.h"
+
+namespace skiff {
+namespace {
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/skiff-base-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)RemoveTree(dir_); }
+  std::string dir_;
+};
+
+using FileIo = TempDir;
+
+TEST_F(FileIo, WriteThenReadRoundTrips) {
+  std::string p = dir_ + "/f";
+  ASSERT_TRUE(WriteFile(p, std::string("a\0b", 3)).ok());
+  auto r = ReadFile(p);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(*r, std::string("a\0b", 3));
+  ASSERT_TRUE(WriteFile(p, "x").ok());  // truncates
+  EXPECT_EQ(*ReadFile(p), "x");
+}
+
+TEST_F(FileIo, ReadRefusesOversizeMissingAndSymlinks) {
+  std::string p = dir_ + "/big";
+  ASSERT_TRUE(WriteFile(p, std::string(100, 'z')).ok());
+  EXPECT_TRUE(ReadFile(p, 100).ok());
+  auto big = ReadFile(p, 99);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code(), Code::kS300);
+  EXPECT_NE(big.error().message().find("EFBIG"), std::string::npos) << big.error().message();
+  EXPECT_NE(ReadFile(dir_ + "/missing").error().message().find("ENOENT"), std::string::npos);
+  ASSERT_EQ(::symlink(p.c_str(), (dir_ + "/link").c_str()), 0);
+  auto link = ReadFile(dir_ + "/link");
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.error().message().find("ELOOP"), std::string::npos) << link.error().message();
+}
+
+TEST_F(FileIo, AtomicWriteReplacesAndLeavesNoTemporary) {
+  std::string p = dir_ + "/state.json";
+  ASSERT_TRUE(WriteFileAtomic(p, "old", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomic(p, "new", 0600).ok());
+  EXPECT_EQ(*ReadFile(p), "new");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto d = ScopedDir::Open(dir_);
+  ASSERT_TRUE(d.ok());
+  int n = 0;
+  while (const dirent* e = d->Next()) {
+    EXPECT_STREQ(e->d_name, "state.json");
+    ++n;
+  }
+  EXPECT_EQ(n, 1);
+  // Into a missing directory: an error naming the call, nothing created.
+  auto bad = WriteFileAtomic(dir_ + "/no/such/file", "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("mkostemp"), std::string::npos) << bad.error().message();
+}
+
+TEST_F(FileIo, MakeDirsCreatesEachComponentAndRefusesAFileInTheWay) {
+  std::string p = dir_ + "/a/b/c";
+  ASSERT_TRUE(MakeDirs(p, 0700).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(MakeDirs(p).ok());  // already there
+  ASSERT_TRUE(WriteFile(dir_ + "/file", "").ok());
+  auto r = MakeDirs(dir_ + "/file/sub");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("ENOTDIR"), std::string::npos) << r.error().message();
+}
+
+using FindExecutableTest = TempDir;
+
+TEST_F(FindExecutableTest, SearchesThePathInOrderAndSkipsNonExecutables) {
+  ASSERT_TRUE(MakeDirs(dir_ + "/one").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/two").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/two/tool.d").ok());
+  ASSERT_TRUE(WriteFile(dir_ + "/one/tool", "#!/bin/sh\n", 0644).ok());  // not executable
+  ASSERT_TRUE(WriteFile(dir_ + "/two/tool", "#!/bin/sh\n", 0755).ok());
+  std::string path = ":" + dir_ + "/one:" + dir_ + "/two";
+  EXPECT_EQ(FindExecutable("tool", path), dir_ + "/two/tool");
+  EXPECT_EQ(FindExecutable("tool.d", path), std::nullopt);  // a directory
+  EXPECT_EQ(FindExecutable("absent", path), std::nullopt);
+  EXPECT_EQ(FindExecutable("", path), std::nullopt);
+  EXPECT_EQ(FindExecutable(dir_ + "/two/tool", ""), dir_ + "/two/tool");
+  EXPECT_EQ(FindExecutable(dir_ + "/one/tool", ""), std::nullopt);
+  // An empty component never means the current directory.
+  ASSERT_EQ(::chdir((dir_ + "/two").c_str()), 0);
+  EXPECT_EQ(FindExecutable("tool", ":"), std::nullopt);
+  ASSERT_EQ(::chdir("/"), 0);
+}
+
+TEST(ErrorWith, AddsContextAndKeepsTheCode) {
+  Error e = Error::Sys(Code::kS216, "open", "/x", ENOENT).With("while reading the config");
+  EXPECT_EQ(e.code(), Code::kS216);
+  EXPECT_EQ(e.message(), "while reading the config: open(/x): ENOENT");
+  e.With("outer");
+  EXPECT_EQ(e.message(), "outer: while reading the config: open(/x): ENOENT");
+}
+
+TEST(FdPairTest, PipeCarriesBytesAndIsCloseOnExec) {
+  auto p = MakePipe();
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(::fcntl(p->first.get(), F_GETFD) & FD_CLOEXEC);
+  ASSERT_EQ(::write(p->second.get(), "hi", 2), 2);
+  char buf[2];
+  ASSERT_EQ(::read(p->first.get(), buf, 2), 2);
+  EXPECT_EQ(std::string(buf, 2), "hi");
+  auto s = MakeSocketPair();
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(::write(s->first.get(), "x", 1), 1);
+  ASSERT_EQ(::read(s->second.get(), buf, 1), 1);
+}
+
+TEST(SpawnTest, RunsAProgramWithTheGivenDescriptorsAndReportsItsStatus) {
+  auto out = MakePipe();
+  ASSERT_TRUE(out.ok());
+  std::vector<std::string> env = {"GREETING=hello"};
+  SpawnOptions o;
+  o.stdout_fd = out->second.get();
+  o.env = &env;
+  auto p = Spawn({"sh", "-c", "echo $GREETING; exit 7"}, o);
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  out->second.reset();
+  auto st = p->Wait(std::nullopt);
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(st->has_value());
+  EXPECT_TRUE(WIFEXITED(**st));
+  EXPECT_EQ(WEXITSTATUS(**st), 7);
+  char buf[16];
+  ssize_t n = ::read(out->first.get(), buf, sizeof buf);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "hello\n");
+  auto missing = Spawn({"skiff-no-such-program"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("ENOENT"), std::string::npos);
+}
+
+TEST(ProcessTerminate, EscalatesToKillAfterTheGrace) {
+  // Ignores SIGTERM: only the SIGKILL after the grace ends it.
+  auto p = Spawn({"sh", "-c", "trap '' TERM; while :; do sleep 1; done"});
+  ASSERT_TRUE(p.ok());
+  ::usleep(100 * 1000);  // let the shell install its trap
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = p->Terminate(std::chrono::milliseconds(200));
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_TRUE(WIFSIGNALED(*st));
+  EXPECT_EQ(WTERMSIG(*st), SIGKILL);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  // A process that honours SIGTERM ends with it, before the grace.
+  auto q = Spawn({"sleep", "30"});
+  ASSERT_TRUE(q.ok());
+  auto st2 = q->Terminate(std::chrono::seconds(10));
+  ASSERT_TRUE(st2.ok());
+  EXPECT_TRUE(WIFSIGNALED(*st2));
+  EXPECT_EQ(WTERMSIG(*st2), SIGTERM);
+}
+
+}  // namespace
+}  // namespace skiff
