@@ -324,22 +324,8 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     } else if (op == o::kShutdown) {
       shutdown_ = true;
       r = json::object();
-    } else if (op == o::kFsLs) {
-      r = FsLs(req);
-    } else if (op == o::kFsStat) {
-      r = FsStat(req);
-    } else if (op == o::kFsMkdir) {
-      r = FsMkdir(req);
-    } else if (op == o::kFsRm) {
-      r = FsRm(req);
-    } else if (op == o::kFsMv) {
-      r = FsMv(req);
-    } else if (op == o::kFsChmod) {
-      r = FsChmod(req);
-    } else if (op == o::kFsGrep) {
-      r = FsGrep(req);
-    } else if (op == o::kFsSed) {
-      r = FsSed(req);
+    } else if (FsOpFn fs_op = FindFsOp(op)) {
+      r = fs_op(req);
     } else {
       r = Error(Code::kS219, "operation not supported by this sandbox's agent: " + op);
     }

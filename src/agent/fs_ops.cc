@@ -12,6 +12,7 @@
 #include "agent/fs_walk.h"
 #include "agent/text_util.h"
 #include "base/text.h"
+#include "protocol/ops.h"
 
 namespace skiff::agent {
 
@@ -205,6 +206,20 @@ Result<ReadHandle> OpenForRead(const std::string& path) {
                 {"mode", ModeString(st.st_mode)},
                 {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)}};
   return h;
+}
+
+// ------------------------------------------------------------------ table
+
+FsOpFn FindFsOp(std::string_view op) {
+  namespace o = proto::op;
+  static constexpr struct {
+    std::string_view name;
+    FsOpFn fn;
+  } kOps[] = {{o::kFsLs, FsLs}, {o::kFsStat, FsStat},   {o::kFsMkdir, FsMkdir}, {o::kFsRm, FsRm},
+              {o::kFsMv, FsMv}, {o::kFsChmod, FsChmod}, {o::kFsGrep, FsGrep},   {o::kFsSed, FsSed}};
+  for (const auto& e : kOps)
+    if (e.name == op) return e.fn;
+  return nullptr;
 }
 
 }  // namespace skiff::agent

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "agent/atomic_write.h"
 #include "agent/fs_request.h"
@@ -24,6 +25,11 @@ Result<nlohmann::json> FsMv(const nlohmann::json& req);
 Result<nlohmann::json> FsChmod(const nlohmann::json& req);
 Result<nlohmann::json> FsGrep(const nlohmann::json& req);
 Result<nlohmann::json> FsSed(const nlohmann::json& req);
+
+// The synchronous operation named `op` (the fs.* names of protocol/ops.h
+// above), or nullptr: fs.write and fs.read are not among them.
+using FsOpFn = Result<nlohmann::json> (*)(const nlohmann::json& req);
+FsOpFn FindFsOp(std::string_view op);
 
 // Opens a file for fs.read: follows links; a directory is S212
 // "is a directory", anything but a regular file S212 "not a regular file".
