@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,13 +16,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
-#include "agent/spawn.h"
 #include "agent/vm_init.h"
 #include "base/log.h"
 #include "protocol/frame.h"
@@ -39,7 +37,6 @@ namespace {
 using nlohmann::json;
 using proto::Type;
 
-constexpr uint64_t kDefaultOutputLimit = 1u << 20;
 // Above this much queued output, the agent stops producing more (pipes and
 // files are not read) until the host drains the channel.
 constexpr size_t kOutHighWater = 8u << 20;
@@ -50,21 +47,10 @@ constexpr size_t kMaxStreams = 4096;
 // Credit is capped so a hostile or buggy host cannot overflow counters.
 constexpr uint64_t kMaxCredit = uint64_t{1} << 40;
 
-int64_t NowMs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t BootMs() {
   timespec ts{};
   ::clock_gettime(CLOCK_BOOTTIME, &ts);
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
-void SetNonBlock(int fd) {
-  int fl = ::fcntl(fd, F_GETFL);
-  if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 enum class Kind { kExec, kWrite, kRead, kDrain };
@@ -72,24 +58,9 @@ enum class Kind { kExec, kWrite, kRead, kDrain };
 struct StreamState {
   uint32_t id = 0;
   Kind kind = Kind::kDrain;
-  uint64_t credit[proto::kChannels] = {proto::kInitialWindow, proto::kInitialWindow,
-                                       proto::kInitialWindow};
-  // exec
-  pid_t pid = -1;
-  bool exited = false;
-  int wstatus = 0;
-  UniqueFd stdin_w;
-  std::string stdin_buf;
-  bool stdin_end = false;
-  UniqueFd out[proto::kChannels];  // [kStdout], [kStderr]
-  uint64_t limit = kDefaultOutputLimit;
-  uint64_t sent[proto::kChannels] = {0, 0, 0};
-  bool truncated[proto::kChannels] = {false, false, false};
-  int64_t start_ms = 0;
-  int64_t deadline_ms = -1;
-  bool timed_out = false;
-  bool cancelled = false;
-  bool killed = false;
+  uint64_t credit[proto::kChannels] = {proto::kInitialWindow, proto::kInitialWindow, proto::kInitialWindow};
+  // exec (exec_engine.h)
+  std::unique_ptr<Exec> exec;
   // fs.write
   std::optional<AtomicWrite> write;
   // fs.read
@@ -102,27 +73,33 @@ struct StreamState {
   json final;
 };
 
-class Loop {
+// The event loop: channel I/O and framing, request dispatch, credit flow,
+// and the streams of fs.write/fs.read and queued answers. Execs are run by
+// the ExecEngine, which writes its frames through this loop (ExecSink).
+class Loop final : private ExecSink {
  public:
-  Loop(UniqueFd ch, const AgentOptions& opt) : ch_(std::move(ch)), opt_(opt) {}
+  Loop(UniqueFd ch, const AgentOptions& opt)
+      : ch_(std::move(ch)), opt_(opt), engine_(opt.child_policy, *this) {}
   int Run();
 
  private:
-  // Output.
-  void Send(uint32_t stream, Type t, uint8_t flags, std::string_view payload) {
+  // Output (ExecSink).
+  void Send(uint32_t stream, Type t, uint8_t flags, std::string_view payload) override {
     proto::AppendFrame(out_, stream, t, flags, payload);
   }
-  void SendJson(uint32_t stream, Type t, const json& j) { Send(stream, t, 0, j.dump(-1, ' ', false, json::error_handler_t::replace)); }
+  void SendJson(uint32_t stream, Type t, const json& j) override {
+    Send(stream, t, 0, j.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
   void SendError(uint32_t stream, const Error& e);
   void SendResult(uint32_t stream, const json& j);
-  void GrantCredit(uint32_t stream, uint8_t ch, uint64_t n) {
+  void GrantCredit(uint32_t stream, uint8_t ch, uint64_t n) override {
     while (n > 0) {
       auto part = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
       out_ += proto::EncodeCredit(stream, ch, part);
       n -= part;
     }
   }
-  bool OutputRoom() const { return out_.size() - out_off_ < kOutHighWater; }
+  bool OutputRoom() const override { return out_.size() - out_off_ < kOutHighWater; }
   bool Flush();  // false when the channel is dead
 
   // Input.
@@ -134,12 +111,8 @@ class Loop {
   void StartRead(uint32_t id, const json& req);
 
   // Streams.
-  void PumpExec(StreamState& s, const pollfd* pout, const pollfd* perr, const pollfd* pin);
   void PumpRead(StreamState& s);
   void PumpDrain(StreamState& s);
-  bool ExecDone(const StreamState& s) const;
-  void FinishExec(StreamState& s);
-  void KillExec(StreamState& s);
   void Reap();
   void KillEverything();
 
@@ -156,7 +129,7 @@ class Loop {
   int64_t ready_ms_ = 0;
   bool restored_ = false;  // resumed from a snapshot
   std::map<uint32_t, std::unique_ptr<StreamState>> streams_;
-  std::map<pid_t, uint32_t> exec_pids_;
+  ExecEngine engine_;
 };
 
 void Loop::SendError(uint32_t stream, const Error& e) {
@@ -275,16 +248,7 @@ void Loop::OnFrame(proto::Frame f) {
       if (it == streams_.end() || f.flags != proto::kStdin) return;
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
-        if (!s.stdin_w || s.stdin_end) {
-          GrantCredit(s.id, proto::kStdin, f.payload.size());  // nobody reads it: discard
-          return;
-        }
-        if (s.stdin_buf.size() + f.payload.size() > 2 * size_t{proto::kInitialWindow}) {
-          // The host ignored its credit; drop rather than grow.
-          SKIFF_LOG(Warn) << "stream " << s.id << ": stdin beyond the granted credit dropped";
-          return;
-        }
-        s.stdin_buf.append(f.payload);
+        engine_.OnStdin(*s.exec, f.payload);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Append(f.payload);
         if (!st.ok()) {
@@ -302,7 +266,7 @@ void Loop::OnFrame(proto::Frame f) {
       if (it == streams_.end() || f.flags != proto::kStdin) return;
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
-        s.stdin_end = true;
+        engine_.OnStdinEnd(*s.exec);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Commit();
         uint64_t n = s.write->written();
@@ -321,8 +285,7 @@ void Loop::OnFrame(proto::Frame f) {
       if (it == streams_.end()) return;
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
-        s.cancelled = true;
-        KillExec(s);
+        engine_.Cancel(*s.exec);
         return;
       }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
@@ -357,26 +320,12 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
       utsname u{};
       ::uname(&u);
       r = json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"kernel", u.release},
-               {"ready_ms", ready_ms_}, {"pid", ::getpid()}, {"restored", restored_}};
+               {"ready_ms", ready_ms_},    {"pid", ::getpid()},    {"restored", restored_}};
     } else if (op == o::kShutdown) {
       shutdown_ = true;
       r = json::object();
-    } else if (op == o::kFsLs) {
-      r = FsLs(req);
-    } else if (op == o::kFsStat) {
-      r = FsStat(req);
-    } else if (op == o::kFsMkdir) {
-      r = FsMkdir(req);
-    } else if (op == o::kFsRm) {
-      r = FsRm(req);
-    } else if (op == o::kFsMv) {
-      r = FsMv(req);
-    } else if (op == o::kFsChmod) {
-      r = FsChmod(req);
-    } else if (op == o::kFsGrep) {
-      r = FsGrep(req);
-    } else if (op == o::kFsSed) {
-      r = FsSed(req);
+    } else if (FsOpFn fs_op = FindFsOp(op)) {
+      r = fs_op(req);
     } else {
       r = Error(Code::kS219, "operation not supported by this sandbox's agent: " + op);
     }
@@ -394,81 +343,19 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
 void Loop::StartExec(uint32_t id, const json& req) {
   auto s = std::make_unique<StreamState>();
   s->id = id;
-  s->kind = Kind::kExec;
-  s->start_ms = NowMs();
-  SpawnRequest sr;
-  if (!req.contains("argv") || !req["argv"].is_array() || req["argv"].empty())
-    return SendError(id, InvalidRequest("argv: expected a non-empty array of strings"));
-  for (const auto& a : req["argv"]) {
-    if (!a.is_string()) return SendError(id, InvalidRequest("argv: expected strings"));
-    std::string v = a.get<std::string>();
-    if (v.find('\0') != std::string::npos) return SendError(id, InvalidRequest("argv: NUL byte"));
-    sr.argv.push_back(std::move(v));
-  }
-  if (sr.argv[0].empty()) return SendError(id, InvalidRequest("no program given"));
-  if (req.contains("env") && !req["env"].is_null()) {
-    if (!req["env"].is_array()) return SendError(id, InvalidRequest("env: expected an array of \"K=V\""));
-    for (const auto& e : req["env"]) {
-      if (!e.is_string()) return SendError(id, InvalidRequest("env: expected strings"));
-      std::string v = e.get<std::string>();
-      if (v.find('\0') != std::string::npos) return SendError(id, InvalidRequest("env: NUL byte"));
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) continue;  // ignored, as the spec says
-      sr.env.push_back(std::move(v));
-    }
-  }
-  if (req.contains("cwd") && !req["cwd"].is_null()) {
-    if (!req["cwd"].is_string()) return SendError(id, InvalidRequest("cwd: expected a string"));
-    sr.cwd = req["cwd"].get<std::string>();
-    if (sr.cwd.empty()) sr.cwd = "/";
-    if (sr.cwd.find('\0') != std::string::npos) return SendError(id, InvalidRequest("cwd: NUL byte"));
-  }
-  if (req.contains("user") && !req["user"].is_null()) {
-    if (!req["user"].is_string()) return SendError(id, InvalidRequest("user: expected a string"));
-    // Resolved inside the sandbox, against the image's own passwd/group.
-    auto creds = ResolveUser(req["user"].get<std::string>());
-    if (!creds.ok()) return SendError(id, creds.error());
-    sr.creds = std::move(creds).value();
-  }
-  auto timeout = ReqInt(req, "timeout_ms", -1);
-  auto limit = ReqInt(req, "output_limit", static_cast<int64_t>(kDefaultOutputLimit));
-  auto want_stdin = ReqBool(req, "stdin", false);
-  if (!timeout.ok()) return SendError(id, timeout.error());
-  if (!limit.ok()) return SendError(id, limit.error());
-  if (!want_stdin.ok()) return SendError(id, want_stdin.error());
-  if (*limit < 0) return SendError(id, InvalidRequest("output_limit: expected an integer >= 0"));
-  s->limit = static_cast<uint64_t>(*limit);
-  if (req.contains("timeout_ms") && !req["timeout_ms"].is_null()) {
-    if (*timeout < 0) return SendError(id, InvalidRequest("timeout_ms: expected an integer >= 0"));
-    s->deadline_ms = s->start_ms + std::min<int64_t>(*timeout, int64_t{1} << 40);
-  }
-
-  auto outcome = Spawn(sr, opt_.child_policy);
-  if (!outcome.ok()) return SendError(id, outcome.error());
-  if (!outcome->started) {
+  auto started = engine_.Start(id, req, s->credit);
+  if (!started.ok()) return SendError(id, started.error());
+  if (started->exec == nullptr) {
     // Reported as a normal result: stderr text, exit 127/126.
     s->kind = Kind::kDrain;
-    s->pending[proto::kStderr] = outcome->failure.stderr_text;
+    s->pending[proto::kStderr] = std::move(started->stderr_text);
     s->pending_end[proto::kStdout] = true;
     s->pending_end[proto::kStderr] = true;
-    s->final = json{{"exit_code", outcome->failure.exit_code}, {"signal", 0},
-                    {"stdout_truncated", false}, {"stderr_truncated", false},
-                    {"timed_out", false}, {"cancelled", false},
-                    {"duration_ms", NowMs() - s->start_ms}};
-    streams_[id] = std::move(s);
-    return;
+    s->final = std::move(started->result);
+  } else {
+    s->kind = Kind::kExec;
+    s->exec = std::move(started->exec);
   }
-  Spawned& p = outcome->proc;
-  s->pid = p.pid;
-  s->stdin_w = std::move(p.stdin_w);
-  s->out[proto::kStdout] = std::move(p.stdout_r);
-  s->out[proto::kStderr] = std::move(p.stderr_r);
-  SetNonBlock(s->stdin_w.get());
-  SetNonBlock(s->out[proto::kStdout].get());
-  SetNonBlock(s->out[proto::kStderr].get());
-  if (!*want_stdin) s->stdin_end = true;
-  exec_pids_[p.pid] = id;
-  SendJson(id, Type::kMeta, json{{"pid", p.pid}});
   streams_[id] = std::move(s);
 }
 
@@ -505,94 +392,6 @@ void Loop::StartRead(uint32_t id, const json& req) {
   s->rfd = std::move(h->fd);
   SendJson(id, Type::kMeta, h->meta);
   streams_[id] = std::move(s);
-}
-
-void Loop::KillExec(StreamState& s) {
-  if (s.pid > 0 && !s.killed) {
-    ::kill(-s.pid, SIGKILL);
-    if (!s.exited) ::kill(s.pid, SIGKILL);
-  }
-  s.killed = true;
-  s.stdin_w.reset();
-  s.stdin_buf.clear();
-}
-
-void Loop::PumpExec(StreamState& s, const pollfd* pout, const pollfd* perr, const pollfd* pin) {
-  // stdin: write what the host sent; grant credit for what the child took.
-  if (pin != nullptr && (pin->revents & (POLLOUT | POLLERR | POLLHUP)) && s.stdin_w) {
-    while (!s.stdin_buf.empty()) {
-      ssize_t n = ::write(s.stdin_w.get(), s.stdin_buf.data(), s.stdin_buf.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) break;
-      if (n < 0) {  // EPIPE: the child closed stdin; the rest is discarded
-        GrantCredit(s.id, proto::kStdin, s.stdin_buf.size());
-        s.stdin_buf.clear();
-        s.stdin_w.reset();
-        break;
-      }
-      GrantCredit(s.id, proto::kStdin, static_cast<uint64_t>(n));
-      s.stdin_buf.erase(0, static_cast<size_t>(n));
-    }
-  }
-  if (s.stdin_w && s.stdin_end && s.stdin_buf.empty()) s.stdin_w.reset();
-
-  const pollfd* pf[proto::kChannels] = {nullptr, pout, perr};
-  for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
-    if (pf[ch] == nullptr || !s.out[ch] || !(pf[ch]->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    char buf[proto::kChunk];
-    // A few reads per wakeup keep one busy stream from starving the rest.
-    for (int rounds = 0; rounds < 4 && s.out[ch]; ++rounds) {
-      uint64_t room = s.sent[ch] < s.limit ? s.limit - s.sent[ch] : 0;
-      size_t want = sizeof buf;
-      if (room > 0) {
-        want = static_cast<size_t>(std::min<uint64_t>({sizeof buf, room, s.credit[ch]}));
-        if (want == 0 || !OutputRoom()) break;  // wait for credit / channel
-      }
-      ssize_t n = ::read(s.out[ch].get(), buf, want);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) break;
-      if (n <= 0) {  // EOF (or error): this channel is done
-        s.out[ch].reset();
-        Send(s.id, Type::kEnd, ch, {});
-        break;
-      }
-      if (room == 0) {
-        s.truncated[ch] = true;  // over the cap: read and discarded
-        continue;
-      }
-      Send(s.id, Type::kData, ch, std::string_view(buf, static_cast<size_t>(n)));
-      s.sent[ch] += static_cast<uint64_t>(n);
-      s.credit[ch] -= static_cast<uint64_t>(n);
-    }
-  }
-}
-
-bool Loop::ExecDone(const StreamState& s) const {
-  if (!s.exited) return false;
-  if (s.killed) return true;  // killed: the pipes are not waited for
-  return !s.out[proto::kStdout] && !s.out[proto::kStderr];
-}
-
-void Loop::FinishExec(StreamState& s) {
-  for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
-    if (s.out[ch]) {
-      s.out[ch].reset();
-      Send(s.id, Type::kEnd, ch, {});
-    }
-  }
-  int code = 0, sig = 0;
-  if (WIFEXITED(s.wstatus)) {
-    code = WEXITSTATUS(s.wstatus);
-  } else if (WIFSIGNALED(s.wstatus)) {
-    sig = WTERMSIG(s.wstatus);
-    code = 128 + sig;
-  }
-  SendJson(s.id, Type::kResult,
-           json{{"exit_code", code}, {"signal", sig},
-                {"stdout_truncated", s.truncated[proto::kStdout]},
-                {"stderr_truncated", s.truncated[proto::kStderr]},
-                {"timed_out", s.timed_out}, {"cancelled", s.cancelled},
-                {"duration_ms", NowMs() - s.start_ms}});
 }
 
 void Loop::PumpRead(StreamState& s) {
@@ -653,28 +452,17 @@ void Loop::PumpDrain(StreamState& s) {
 }
 
 void Loop::Reap() {
-  for (;;) {
-    int st = 0;
-    pid_t pid = ::waitpid(-1, &st, WNOHANG);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid <= 0) return;
-    auto it = exec_pids_.find(pid);
-    if (it == exec_pids_.end()) continue;  // an orphan or a failed spawn: reaped
-    auto s = streams_.find(it->second);
-    exec_pids_.erase(it);
-    if (s == streams_.end()) continue;
-    s->second->exited = true;
-    s->second->wstatus = st;
-    // The leader is gone; its group may live on holding the pipes. Kill it
-    // too when the exec was already killed (timeout, cancel).
-    if (s->second->killed) ::kill(-pid, SIGKILL);
-  }
+  engine_.Reap([this](uint32_t id) -> Exec* {
+    auto it = streams_.find(id);
+    return it == streams_.end() ? nullptr : it->second->exec.get();
+  });
 }
 
 void Loop::KillEverything() {
+  std::vector<Exec*> execs;
   for (auto& [id, s] : streams_)
-    if (s->kind == Kind::kExec && s->pid > 0) ::kill(-s->pid, SIGKILL);
-  if (::getpid() == 1) ::kill(-1, SIGKILL);
+    if (s->kind == Kind::kExec) execs.push_back(s->exec.get());
+  engine_.KillAll(execs);
 }
 
 int Loop::Run() {
@@ -687,7 +475,7 @@ int Loop::Run() {
     SKIFF_LOG(Error) << "signalfd: " << ErrnoName(errno);
     return 1;
   }
-  SetNonBlock(ch_.get());
+  if (int fl = ::fcntl(ch_.get(), F_GETFL); fl >= 0) (void)::fcntl(ch_.get(), F_SETFL, fl | O_NONBLOCK);
   ready_ms_ = VmReadyMillis() >= 0 ? VmReadyMillis() : BootMs();
   json ops = json::array();
   for (const auto& o : SupportedOps()) ops.push_back(o);
@@ -695,8 +483,7 @@ int Loop::Run() {
   Reap();  // anything that died before the loop started
 
   std::vector<pollfd> pfds;
-  struct Slot { uint32_t id; int out = -1, err = -1, in = -1; };
-  std::vector<Slot> slots;
+  std::vector<ExecPollSlots> slots;
   for (;;) {
     // Finished streams leave; pending drains progress.
     for (auto it = streams_.begin(); it != streams_.end();) {
@@ -709,17 +496,7 @@ int Loop::Run() {
         for (uint8_t ch = 0; ch < proto::kChannels; ++ch)
           done = done && s.pending_off[ch] >= s.pending[ch].size() && !s.pending_end[ch];
       } else if (s.kind == Kind::kExec) {
-        // The host ended stdin and everything was delivered: the child sees EOF.
-        if (s.stdin_w && s.stdin_end && s.stdin_buf.empty()) s.stdin_w.reset();
-        int64_t now = NowMs();
-        if (!s.killed && s.deadline_ms >= 0 && now >= s.deadline_ms) {
-          s.timed_out = true;
-          KillExec(s);
-        }
-        if (ExecDone(s)) {
-          FinishExec(s);
-          done = true;
-        }
+        done = engine_.Tick(*s.exec, NowMs());
       }
       it = done ? streams_.erase(it) : std::next(it);
     }
@@ -743,24 +520,7 @@ int Loop::Run() {
         for (uint8_t ch = 0; ch < proto::kChannels; ++ch)
           if (s.pending_off[ch] < s.pending[ch].size() && s.credit[ch] > 0) timeout = 0;
       }
-      if (s.kind != Kind::kExec) continue;
-      Slot sl{id};
-      for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
-        if (!s.out[ch]) continue;
-        bool over = s.sent[ch] >= s.limit;
-        if (!over && (s.credit[ch] == 0 || !OutputRoom())) continue;  // backpressure
-        (ch == proto::kStdout ? sl.out : sl.err) = static_cast<int>(pfds.size());
-        pfds.push_back({s.out[ch].get(), POLLIN, 0});
-      }
-      if (s.stdin_w && !s.stdin_buf.empty()) {
-        sl.in = static_cast<int>(pfds.size());
-        pfds.push_back({s.stdin_w.get(), POLLOUT, 0});
-      }
-      slots.push_back(sl);
-      if (s.deadline_ms >= 0 && !s.killed) {
-        int64_t left = std::max<int64_t>(0, s.deadline_ms - now);
-        if (timeout < 0 || left < timeout) timeout = static_cast<int>(std::min<int64_t>(left, 1 << 30));
-      }
+      if (s.kind == Kind::kExec) slots.push_back(engine_.AddPollFds(*s.exec, pfds, timeout, now));
     }
     int r = ::poll(pfds.data(), pfds.size(), timeout);
     if (r < 0) {
@@ -774,11 +534,10 @@ int Loop::Run() {
       }
       Reap();
     }
-    for (const Slot& sl : slots) {
+    for (const ExecPollSlots& sl : slots) {
       auto it = streams_.find(sl.id);
-      if (it == streams_.end()) continue;
-      PumpExec(*it->second, sl.out >= 0 ? &pfds[sl.out] : nullptr,
-               sl.err >= 0 ? &pfds[sl.err] : nullptr, sl.in >= 0 ? &pfds[sl.in] : nullptr);
+      if (it == streams_.end() || it->second->kind != Kind::kExec) continue;
+      engine_.Pump(*it->second->exec, sl, pfds);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = ::read(ch_.get(), dec_.Prepare(kReadSize), kReadSize);

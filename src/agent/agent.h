@@ -1,8 +1,9 @@
 // skiff-agent's core: one single-threaded event loop serving the protocol of
-// protocol/frame.h on one channel fd. It runs execs (each in its own process
-// group, output streamed under the host's credit), the filesystem operations
-// of fs_ops.h, reaps every zombie (it is PID 1), and exits when the channel
-// closes, killing everything it started.
+// protocol/frame.h on one channel fd. It runs execs through the exec engine
+// (exec_engine.h: each in its own process group, output streamed under the
+// host's credit), the filesystem operations of fs_ops.h, reaps every zombie
+// (it is PID 1), and exits when the channel closes, killing everything it
+// started.
 #pragma once
 
 #include <string>

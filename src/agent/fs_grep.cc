@@ -1,0 +1,141 @@
+// fs.grep (spec §3): RE2 search of one file or a tree walked by fs_walk.h.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "agent/fs_ops.h"
+#include "agent/fs_pattern.h"
+#include "agent/fs_request.h"
+#include "agent/fs_walk.h"
+#include "agent/text_util.h"
+#include "base/text.h"
+
+namespace skiff::agent {
+namespace {
+
+using nlohmann::json;
+
+// grep skips lines longer than this (they are consumed, not buffered).
+constexpr size_t kGrepMaxLine = 4u << 20;
+// grep stops (truncated:true) once its answer would exceed this many bytes,
+// whatever max_matches says: the agent's memory stays bounded.
+constexpr size_t kGrepMaxAnswer = 64u << 20;
+
+// Streams a file's lines; skips binary files (NUL in the first 8192 bytes).
+// on_line(content, line_no, offset) returns false to stop. Lines longer than
+// kGrepMaxLine are consumed without being buffered and are not reported.
+template <typename F>
+bool ScanLines(int fd, F&& on_line) {
+  std::string buf;
+  buf.reserve(65536);
+  char chunk[65536];
+  bool checked_binary = false;
+  bool eof = false;
+  uint64_t line_no = 0, base = 0;  // base = file offset of buf[0]
+  bool skipping = false;           // inside an over-long line
+  while (!eof) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return true;  // unreadable mid-way: stop this file silently
+    if (n == 0) eof = true;
+    buf.append(chunk, static_cast<size_t>(n));
+    if (!checked_binary) {
+      if (buf.size() < 8192 && !eof) continue;
+      if (std::memchr(buf.data(), '\0', std::min<size_t>(buf.size(), 8192)) != nullptr) return true;
+      checked_binary = true;
+    }
+    size_t start = 0;
+    for (;;) {
+      size_t nl = buf.find('\n', start);
+      if (nl == std::string::npos) {
+        if (eof && start < buf.size())
+          nl = buf.size();
+        else
+          break;
+      }
+      ++line_no;
+      if (!skipping) {
+        std::string_view line(buf.data() + start, nl - start);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (!on_line(line, line_no, base + start)) return false;
+      }
+      skipping = false;
+      start = nl + 1;
+      if (start > buf.size()) start = buf.size();
+    }
+    buf.erase(0, start);
+    base += start;
+    if (buf.size() > kGrepMaxLine) {  // drop an over-long line's head
+      base += buf.size();
+      buf.clear();
+      skipping = true;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<json> FsGrep(const json& req) {
+  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
+  if (!req.contains("pattern") || !req["pattern"].is_string())
+    return InvalidRequest("pattern: expected a string");
+  std::string pattern = req["pattern"].get<std::string>();
+  SKIFF_ASSIGN_OR_RETURN(bool recursive, ReqBool(req, "recursive", true));
+  SKIFF_ASSIGN_OR_RETURN(bool ignore_case, ReqBool(req, "ignore_case", false));
+  SKIFF_ASSIGN_OR_RETURN(auto include, ReqStrings(req, "include_glob"));
+  SKIFF_ASSIGN_OR_RETURN(auto exclude, ReqStrings(req, "exclude_glob"));
+  SKIFF_ASSIGN_OR_RETURN(int64_t max_matches, ReqInt(req, "max_matches", 10000));
+  SKIFF_ASSIGN_OR_RETURN(int64_t max_line, ReqInt(req, "max_line_bytes", 4096));
+  if (max_matches < 0) return InvalidRequest("max_matches: expected an integer >= 0");
+  if (max_line < 0) return InvalidRequest("max_line_bytes: expected an integer >= 0");
+  auto re = CompilePattern(pattern, ignore_case, false);
+  if (!re->ok()) return Error(Code::kS217, "invalid regex pattern: " + re->error());
+
+  json matches = json::array();
+  bool truncated = false;
+  size_t answer_bytes = 0;
+  auto scan = [&](int fd, const std::string& shown) {
+    return ScanLines(fd, [&](std::string_view line, uint64_t no, uint64_t off) {
+      if (!IsValidUtf8(line)) return true;
+      re2::StringPiece m;
+      if (!re->Match(line, 0, line.size(), RE2::UNANCHORED, &m, 1)) return true;
+      if ((max_matches > 0 && static_cast<int64_t>(matches.size()) >= max_matches) ||
+          answer_bytes > kGrepMaxAnswer) {
+        truncated = true;
+        return false;
+      }
+      std::string content = CutUtf8(line, static_cast<size_t>(max_line));
+      answer_bytes += content.size() + shown.size() + 64;
+      matches.push_back(json{{"path", shown},
+                             {"line", no},
+                             {"content", std::move(content)},
+                             {"byte_offset", off + static_cast<uint64_t>(m.data() - line.data())}});
+      return true;
+    });
+  };
+  SKIFF_ASSIGN_OR_RETURN(WalkRoot root, OpenWalkRoot(path, recursive));
+  if (!root.is_dir) {
+    if (!GlobSelected(include, exclude, LeafOf(path)))
+      return json{{"matches", matches}, {"truncated", false}};
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd) return FsError(errno, path);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) scan(fd.get(), path);
+  } else {
+    WalkFiles(root.dir.get(), "", 0, [&](const std::string& rel, int dirfd, const std::string& name) {
+      if (!GlobSelected(include, exclude, rel)) return true;
+      UniqueFd fd(OpenRegularAt(dirfd, name.c_str(), false));
+      if (!fd) return true;
+      return scan(fd.get(), JoinPath(path, rel));
+    });
+  }
+  return json{{"matches", std::move(matches)}, {"truncated", truncated}};
+}
+
+}  // namespace skiff::agent
