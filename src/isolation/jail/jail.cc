@@ -37,12 +37,11 @@
 #include "base/pidfd.h"
 #include "confine/confine.h"
 #include "isolation/jail/child.h"
+#include "isolation/jail/uid_slots.h"
 #include "isolation/net/sandbox_net.h"
 
 namespace skiff {
 namespace {
-
-constexpr uint32_t kRangeSize = 65536;
 
 Status WriteFile(const std::string& path, std::string_view value) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -98,81 +97,6 @@ bool CleanAbsolute(const std::string& p) {
   return true;
 }
 
-// /etc/subuid and /etc/subgid ranges, so sandbox ranges never overlap them.
-std::vector<std::pair<uint64_t, uint64_t>> SubidRanges() {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  for (const char* f : {"/etc/subuid", "/etc/subgid"}) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      auto a = line.find(':');
-      auto b = line.find(':', a == std::string::npos ? a : a + 1);
-      if (a == std::string::npos || b == std::string::npos) continue;
-      try {
-        uint64_t start = std::stoull(line.substr(a + 1, b - a - 1));
-        uint64_t count = std::stoull(line.substr(b + 1));
-        out.emplace_back(start, start + count);
-      } catch (...) {
-      }
-    }
-  }
-  return out;
-}
-
-// Live host processes whose real uid lies in [lo, hi), with that uid.
-// Zombies are dead already (they wait for a parent that may be slow to reap
-// them, such as a reparented sandbox init) and are left out.
-std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_t hi) {
-  std::vector<std::pair<pid_t, uint64_t>> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    std::ifstream st(std::string("/proc/") + e->d_name + "/status");
-    std::string line;
-    while (std::getline(st, line))
-      if (line.rfind("State:", 0) == 0) {
-        if (line.find('Z') != std::string::npos) break;
-      } else if (line.rfind("Uid:", 0) == 0) {
-        uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
-        if (uid >= lo && uid < hi) out.emplace_back(static_cast<pid_t>(std::atoi(e->d_name)), uid);
-        break;
-      }
-  }
-  ::closedir(d);
-  return out;
-}
-
-// SIGKILLs `pid` if it still runs with a uid in [lo, hi). The uid is read
-// again once a pidfd pins the process: the pid found by a scan may have
-// exited and been reused by an unrelated process meanwhile.
-bool KillIfUidInRange(pid_t pid, uint64_t lo, uint64_t hi) {
-  auto p = Process::Open(pid);
-  if (!p.ok()) return false;
-  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(st, line))
-    if (line.rfind("Uid:", 0) == 0) {
-      uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
-      if (uid < lo || uid >= hi) return false;
-      return p->Signal(SIGKILL).ok();
-    }
-  return false;
-}
-
-// SIGKILLs every process in the uid range until none is left (a sandbox's
-// processes may still fork while they are being killed). False if some
-// survive a few rounds.
-bool KillUidRange(uint64_t lo, uint64_t hi) {
-  for (int round = 0; round < 20; ++round) {
-    auto procs = ProcessesInUidRange(lo, hi);
-    if (procs.empty()) return true;
-    for (auto [pid, uid] : procs) (void)KillIfUidInRange(pid, lo, hi);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5 * (round + 1)));
-  }
-  return ProcessesInUidRange(lo, hi).empty();
-}
-
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
   if (WIFSIGNALED(st)) {
@@ -193,12 +117,9 @@ struct JailIsolator::Shared {
   jail::Cgroups cgroups;
   std::optional<confine::ChildPolicy> confine;
   std::string confine_error;
-  std::vector<std::pair<uint64_t, uint64_t>> subids;
+  std::string subid_error;  // /etc/subuid or /etc/subgid unreadable: no sandbox starts
   std::string lock_dir;  // <runtime>/jail
-
-  std::mutex mu;
-  std::set<uint32_t> used;  // slots held by this process
-  uint32_t hint = 0;
+  std::unique_ptr<jail::UidSlots> slots;
 
   // KeepCgroupMovesWarm: runs until the first sandbox init is in its cgroups.
   std::thread warm;
@@ -217,73 +138,8 @@ struct JailIsolator::Shared {
     if (t.joinable()) t.join();
   }
 
-  std::string SlotLockPath(uint32_t slot) const {
-    // Named by the range's first uid, so isolators with other bases never
-    // share a lock for different ranges.
-    return lock_dir + "/uids-" + std::to_string(options.uid_base + uint64_t{slot} * kRangeSize) + ".lock";
-  }
   std::string LiveLockPath(const std::string& id) const {
     return lock_dir + "/live-" + id + ".lock";
-  }
-  bool SlotAllowed(uint32_t slot) const {
-    uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize, hi = lo + kRangeSize;
-    if (hi > 0xfffffffeull) return false;
-    for (auto [a, b] : subids)
-      if (lo < b && a < hi) return false;
-    return true;
-  }
-
-  struct Slot {
-    uint32_t slot = 0;
-    uint32_t base = 0;
-    UniqueFd lock;
-  };
-
-  // A free uid range, locked with flock so that other skiff processes on the
-  // host (an embedded `skiff run` next to the daemon) never pick it too.
-  Result<Slot> AcquireSlot() {
-    std::lock_guard<std::mutex> g(mu);
-    for (uint32_t i = 0; i < options.slots; ++i) {
-      uint32_t slot = (hint + i) % options.slots;
-      if (used.count(slot) || !SlotAllowed(slot)) continue;
-      std::string path = SlotLockPath(slot);
-      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-      if (::flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        ::close(fd);
-        continue;
-      }
-      // A slot's lock file holds a mark while a sandbox uses the range and
-      // is emptied once its processes are gone. A mark found here means the
-      // last holder died with its sandbox still running: those processes
-      // must not share their uids with a new sandbox.
-      struct stat st {};
-      if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-        uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize;
-        if (!KillUidRange(lo, lo + kRangeSize)) {
-          SKIFF_LOG(Warn) << "jail: uid range of slot " << slot << " still has processes; skipping it";
-          ::close(fd);
-          continue;
-        }
-      }
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, "1\n", 2, 0) != 2) {
-        int err = errno;
-        ::close(fd);
-        return Error::Sys(Code::kS300, "write", path, err);
-      }
-      used.insert(slot);
-      hint = slot + 1;
-      return Slot{slot, static_cast<uint32_t>(options.uid_base + slot * kRangeSize), UniqueFd(fd)};
-    }
-    return Error(Code::kS400, "resource limit: no free jail uid range");
-  }
-  void ReleaseSlot(Slot& s) {
-    if (!s.lock) return;
-    // Only called once the sandbox's processes are gone: clear the mark.
-    (void)!::ftruncate(s.lock.get(), 0);
-    std::lock_guard<std::mutex> g(mu);
-    s.lock.reset();
-    used.erase(s.slot);
   }
 };
 
@@ -354,7 +210,7 @@ class JailInstance : public Instance {
   std::string live_lock_path_;
   std::string state_dir_;
   nlohmann::json describe_;
-  JailIsolator::Shared::Slot slot_;
+  jail::UidSlots::Slot slot_;
   std::unique_ptr<net::SandboxNet> net_;  // network: true
 
  private:
@@ -366,7 +222,7 @@ class JailInstance : public Instance {
     if (!state_dir_.empty()) RemoveTree(state_dir_);
     if (!live_lock_path_.empty()) ::unlink(live_lock_path_.c_str());
     live_lock_.reset();
-    shared_->ReleaseSlot(slot_);
+    shared_->slots->Release(slot_);
   }
 
   std::shared_ptr<JailIsolator::Shared> shared_;
@@ -386,8 +242,9 @@ struct ChildStack {
 
 // Async-signal-safe: the user-namespace holder only waits to be killed (or
 // dies with the thread that made it, should the launcher be killed first).
+// Exits at once if the death signal cannot be set (MakeUserNamespace sees it).
 int HoldNamespace(void*) {
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
   for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
   return 0;
 }
@@ -397,7 +254,7 @@ int HoldNamespace(void*) {
 // with the thread that made it should that thread go first). It opens the
 // file in its own descriptor table, so the parent's holds nothing for it.
 int MoveSelfUntilKilled(void* arg) {
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
   int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg),
                                       O_WRONLY | O_CLOEXEC));
   for (;;) {
@@ -457,12 +314,16 @@ Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
   if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
   ns->holder = Process(pid, UniqueFd(pidfd));
   std::string proc = "/proc/" + std::to_string(pid);
-  std::string map = "0 " + std::to_string(base) + " " + std::to_string(kRangeSize) + "\n";
+  std::string map = "0 " + std::to_string(base) + " " + std::to_string(jail::kRangeSize) + "\n";
   SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
   SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
   int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
   ns->fd.reset(fd);
+  // The holder only ever ends by our SIGKILL, unless it failed to set its
+  // death signal.
+  if (auto w = ns->holder.Wait(std::chrono::milliseconds(0)); !w.ok() || w->has_value())
+    return Platform("isolation", "jail: user-namespace holder exited early (prctl(PR_SET_PDEATHSIG))");
   (void)ns->holder.Signal(SIGKILL);
   return ns;
 }
@@ -490,9 +351,16 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   shared_ = std::make_shared<Shared>();
   shared_->options = options;
   shared_->cgroups = jail::Cgroups::Detect();
-  shared_->subids = SubidRanges();
   shared_->lock_dir = paths::RuntimeDir() + "/jail";
+  auto subids = jail::ReadSubidRanges();
+  if (!subids.ok()) shared_->subid_error = subids.error().message();
+  shared_->slots = std::make_unique<jail::UidSlots>(
+      options.uid_base, options.slots, subids.ok() ? std::move(subids).value() : std::vector<jail::IdRange>{},
+      shared_->lock_dir);
   auto policy = confine::BuildChildPolicy();
+  // Tests prove that a policy that cannot be built stops every start.
+  if (std::getenv("SKIFF_TEST_JAIL_POLICY_FAIL") != nullptr)
+    policy = Platform("isolation", "policy build failed (SKIFF_TEST_JAIL_POLICY_FAIL)");
   if (policy.ok()) shared_->confine = std::move(policy).value();
   else shared_->confine_error = policy.error().message();
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
@@ -537,6 +405,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     for (const auto& d : l.lower)
       if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
   }
+  // Fail closed: no sandbox without its full confinement, or with uid
+  // ranges that might overlap ones the host has handed out.
+  if (!shared_->confine)
+    return Platform("isolation", "jail: cannot build the seccomp/capability policy: " +
+                                     shared_->confine_error);
+  if (!shared_->subid_error.empty()) return Platform("isolation", "jail: " + shared_->subid_error);
   auto boot = [](const Error& e) { return Platform("boot", e.message()); };
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
@@ -560,7 +434,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->live_lock_path_ = path;
   }
   {
-    auto slot = shared_->AcquireSlot();
+    auto slot = shared_->slots->Acquire();
     if (!slot.ok()) return std::move(slot).error();
     inst->slot_ = std::move(slot).value();
   }
@@ -762,24 +636,21 @@ void JailIsolator::CleanupOrphans() {
     return held;
   };
   // 1. Processes running as a sandbox uid whose slot nobody holds.
-  const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * kRangeSize;
+  const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * jail::kRangeSize;
   std::set<uint32_t> free_checked, busy;
-  for (auto [pid, uid] : ProcessesInUidRange(lo, hi)) {
-    uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
-    {
-      std::lock_guard<std::mutex> g(shared_->mu);
-      if (shared_->used.count(slot)) continue;
-    }
+  for (auto [pid, uid] : jail::ProcessesInUidRange(lo, hi)) {
+    uint32_t slot = static_cast<uint32_t>((uid - lo) / jail::kRangeSize);
+    if (shared_->slots->HeldHere(slot)) continue;
     if (busy.count(slot)) continue;
     if (!free_checked.count(slot)) {
-      if (held_elsewhere(shared_->SlotLockPath(slot))) {
+      if (held_elsewhere(shared_->slots->LockPath(slot))) {
         busy.insert(slot);
         continue;
       }
       free_checked.insert(slot);
     }
-    uint64_t slot_lo = lo + uint64_t{slot} * kRangeSize;
-    if (KillIfUidInRange(pid, slot_lo, slot_lo + kRangeSize))
+    uint64_t slot_lo = lo + uint64_t{slot} * jail::kRangeSize;
+    if (jail::KillIfUidInRange(pid, slot_lo, slot_lo + jail::kRangeSize))
       SKIFF_LOG(Info) << "jail: killed orphan sandbox process " << pid << " (uid " << uid << ")";
   }
   // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
