@@ -1,8 +1,6 @@
 #include "isolation/jail/jail.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <signal.h>
 #include <linux/futex.h>
@@ -26,8 +24,6 @@
 #include <cstring>
 #include <system_error>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,65 +33,14 @@
 #include "base/pidfd.h"
 #include "confine/confine.h"
 #include "isolation/jail/child.h"
+#include "isolation/jail/fs_paths.h"
+#include "isolation/jail/orphans.h"
 #include "isolation/jail/uid_slots.h"
+#include "isolation/jail/user_namespace.h"
 #include "isolation/net/sandbox_net.h"
 
 namespace skiff {
 namespace {
-
-Status WriteFile(const std::string& path, std::string_view value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-  ssize_t n = ::write(fd, value.data(), value.size());
-  int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(value.size()))
-    return Error::Sys(Code::kS300, "write", path, n < 0 ? err : EIO);
-  return OkStatus();
-}
-
-Status MkdirAll(const std::string& path, mode_t mode) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", cur, errno);
-  }
-  return OkStatus();
-}
-
-int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
-  if (type == FTW_DP) ::rmdir(path);
-  else ::unlink(path);
-  return 0;
-}
-
-// rm -rf that never crosses into another mount.
-void RemoveTree(const std::string& path) {
-  if (path.empty() || path == "/") return;
-  ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-bool SafeName(const std::string& s, size_t max) {
-  if (s.empty() || s.size() > max || s == "." || s == "..") return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
-  });
-}
-
-bool CleanAbsolute(const std::string& p) {
-  if (p.empty() || p[0] != '/' || p.find('\0') != std::string::npos) return false;
-  if (p.find(',') != std::string::npos || p.find(':') != std::string::npos) return false;
-  std::stringstream ss(p);
-  std::string part;
-  while (std::getline(ss, part, '/'))
-    if (part == "." || part == "..") return false;
-  return true;
-}
 
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
@@ -138,9 +83,7 @@ struct JailIsolator::Shared {
     if (t.joinable()) t.join();
   }
 
-  std::string LiveLockPath(const std::string& id) const {
-    return lock_dir + "/live-" + id + ".lock";
-  }
+  std::string LiveLockPath(const std::string& id) const { return jail::LiveLockPath(lock_dir, id); }
 };
 
 namespace {
@@ -219,7 +162,7 @@ class JailInstance : public Instance {
     channel_.reset();
     net_.reset();  // slirp4netns killed; the namespace goes with its last user
     cgroup_.Remove();
-    if (!state_dir_.empty()) RemoveTree(state_dir_);
+    if (!state_dir_.empty()) jail::RemoveTree(state_dir_);
     if (!live_lock_path_.empty()) ::unlink(live_lock_path_.c_str());
     live_lock_.reset();
     shared_->slots->Release(slot_);
@@ -230,24 +173,6 @@ class JailInstance : public Instance {
   std::mutex mu_;
   bool released_ = false;
 };
-
-// Stack for a CLONE_VM child (posix_spawn style). Freed only after the
-// child has exec'd or been reaped.
-struct ChildStack {
-  static constexpr size_t kSize = 256 * 1024;
-  ChildStack() : mem(new char[kSize]) {}
-  void* top() const { return mem.get() + kSize; }  // x86-64/arm64: grows down
-  std::unique_ptr<char[]> mem;
-};
-
-// Async-signal-safe: the user-namespace holder only waits to be killed (or
-// dies with the thread that made it, should the launcher be killed first).
-// Exits at once if the death signal cannot be set (MakeUserNamespace sees it).
-int HoldNamespace(void*) {
-  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
-  for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
-  return 0;
-}
 
 // Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
 // cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
@@ -281,7 +206,7 @@ int MoveSelfUntilKilled(void* arg) {
 // Nothing of the sandbox's confinement changes: its init still enters its
 // own cgroups before anything else. Failures only lose the head start.
 void KeepCgroupMovesWarm(JailIsolator::Shared* shared) {
-  ChildStack stack;  // outlives the child: reaped below, before return
+  jail::ChildStack stack;  // outlives the child: reaped below, before return
   int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD,
                     const_cast<char*>(shared->warm_procs.c_str()));
   if (pid < 0) return;
@@ -294,53 +219,6 @@ void KeepCgroupMovesWarm(JailIsolator::Shared* shared) {
   ::kill(pid, SIGKILL);
   while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
-}
-
-// A user namespace whose root is `base` on the host: held by a throwaway
-// CLONE_VM child (the daemon is multi-threaded and cannot unshare one
-// itself), mapped, opened; the holder is killed and then reaped when
-// `holder` goes (it never runs user code again once killed).
-struct UserNamespace {
-  UniqueFd fd;
-  ChildStack stack;
-  Process holder;
-};
-
-Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
-  auto ns = std::make_unique<UserNamespace>();
-  int pidfd = -1;
-  int pid = ::clone(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD,
-                    nullptr, &pidfd);
-  if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
-  ns->holder = Process(pid, UniqueFd(pidfd));
-  std::string proc = "/proc/" + std::to_string(pid);
-  std::string map = "0 " + std::to_string(base) + " " + std::to_string(jail::kRangeSize) + "\n";
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
-  int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
-  ns->fd.reset(fd);
-  // The holder only ever ends by our SIGKILL, unless it failed to set its
-  // death signal.
-  if (auto w = ns->holder.Wait(std::chrono::milliseconds(0)); !w.ok() || w->has_value())
-    return Platform("isolation", "jail: user-namespace holder exited early (prctl(PR_SET_PDEATHSIG))");
-  (void)ns->holder.Signal(SIGKILL);
-  return ns;
-}
-
-// A detached, read-only, idmapped copy of `dir`: files owned by host uid N
-// appear owned by N inside the sandbox's user namespace.
-Result<UniqueFd> IdmappedTree(const std::string& dir, int userns_fd) {
-  int fd = static_cast<int>(
-      ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-  if (fd < 0) return Error::Sys(Code::kS300, "open_tree", dir, errno);
-  UniqueFd tree(fd);
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  attr.userns_fd = static_cast<uint64_t>(userns_fd);
-  if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-    return Error::Sys(Code::kS300, "mount_setattr(MOUNT_ATTR_IDMAP)", dir, errno);
-  return tree;
 }
 
 }  // namespace
@@ -383,27 +261,27 @@ Status JailIsolator::Available() {
   std::string agent = paths::AgentBinary();
   if (::access(agent.c_str(), X_OK) < 0)
     return Error::Sys(Code::kS300, "access", agent, errno);
-  SKIFF_ASSIGN_OR_RETURN(auto ns, MakeUserNamespace(options_.uid_base));
-  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, IdmappedTree("/usr", ns->fd.get()));
+  SKIFF_ASSIGN_OR_RETURN(auto ns, jail::MakeUserNamespace(options_.uid_base));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, jail::IdmappedTree("/usr", ns->fd.get()));
   return OkStatus();
 }
 
 Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& policy) {
   // Validate what becomes paths, mount options and limits: decide nothing,
   // but trust nothing either.
-  if (!SafeName(policy.id, 128)) return InvalidRequest("jail: bad sandbox id");
-  if (policy.hostname.empty() || policy.hostname.size() > 64 || !SafeName(policy.hostname, 64))
+  if (!jail::SafeName(policy.id, 128)) return InvalidRequest("jail: bad sandbox id");
+  if (policy.hostname.empty() || policy.hostname.size() > 64 || !jail::SafeName(policy.hostname, 64))
     return InvalidRequest("jail: bad hostname");
-  if (!CleanAbsolute(policy.state_dir)) return InvalidRequest("jail: bad state_dir");
+  if (!jail::CleanAbsolute(policy.state_dir)) return InvalidRequest("jail: bad state_dir");
   if (policy.rootfs.layers.empty() || policy.rootfs.layers[0].target != "/")
     return InvalidRequest("jail: rootfs must start with a \"/\" layer");
   if (policy.memory_mb == 0 || policy.pids_max == 0)
     return InvalidRequest("jail: memory_mb and pids_max must be positive");
   for (const auto& l : policy.rootfs.layers) {
-    if (!CleanAbsolute(l.target) || l.lower.empty())
+    if (!jail::CleanAbsolute(l.target) || l.lower.empty())
       return InvalidRequest("jail: bad rootfs layer " + l.target);
     for (const auto& d : l.lower)
-      if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
+      if (!jail::CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
   }
   // Fail closed: no sandbox without its full confinement, or with uid
   // ranges that might overlap ones the host has handed out.
@@ -417,7 +295,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(MkdirAll(shared_->lock_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(shared_->lock_dir, 0700));
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -439,7 +317,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(MkdirAll(policy.state_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(policy.state_dir, 0700));
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -452,7 +330,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     mark("network");
   }
 
-  auto userns = MakeUserNamespace(base);
+  auto userns = jail::MakeUserNamespace(base);
   if (!userns.ok()) return boot(userns.error());
   mark("userns");
 
@@ -469,7 +347,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     const auto& l = policy.rootfs.layers[i];
     std::string lowerdir;
     for (size_t j = 0; j < l.lower.size(); ++j) {
-      auto tree = IdmappedTree(l.lower[j], (*userns)->fd.get());
+      auto tree = jail::IdmappedTree(l.lower[j], (*userns)->fd.get());
       if (!tree.ok()) return boot(tree.error());
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
@@ -571,7 +449,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 
   // CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and this
   // thread sleeps until the child has exec'd the agent or failed.
-  ChildStack stack;
+  jail::ChildStack stack;
   std::thread cg_thread;
   if (!cg_bases.empty()) {
     try {
@@ -628,61 +506,14 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 }
 
 void JailIsolator::CleanupOrphans() {
-  auto held_elsewhere = [](const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return false;
-    bool held = ::flock(fd, LOCK_EX | LOCK_NB) < 0;
-    ::close(fd);
-    return held;
-  };
-  // 1. Processes running as a sandbox uid whose slot nobody holds.
-  const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * jail::kRangeSize;
-  std::set<uint32_t> free_checked, busy;
-  for (auto [pid, uid] : jail::ProcessesInUidRange(lo, hi)) {
-    uint32_t slot = static_cast<uint32_t>((uid - lo) / jail::kRangeSize);
-    if (shared_->slots->HeldHere(slot)) continue;
-    if (busy.count(slot)) continue;
-    if (!free_checked.count(slot)) {
-      if (held_elsewhere(shared_->slots->LockPath(slot))) {
-        busy.insert(slot);
-        continue;
-      }
-      free_checked.insert(slot);
-    }
-    uint64_t slot_lo = lo + uint64_t{slot} * jail::kRangeSize;
-    if (jail::KillIfUidInRange(pid, slot_lo, slot_lo + jail::kRangeSize))
-      SKIFF_LOG(Info) << "jail: killed orphan sandbox process " << pid << " (uid " << uid << ")";
-  }
-  // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
-  std::set<std::string> orphan_ids;
-  if (DIR* d = ::opendir(shared_->lock_dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name.rfind("live-", 0) != 0 || name.size() < 11) continue;
-      std::string id = name.substr(5, name.size() - 10);
-      if (!held_elsewhere(shared_->lock_dir + "/" + name)) orphan_ids.insert(id);
-    }
-    ::closedir(d);
-  }
-  for (const auto& base : shared_->cgroups.bases()) {
-    if (DIR* d = ::opendir(base.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string id = e->d_name;
-        if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
-        if (held_elsewhere(shared_->LiveLockPath(id))) continue;
-        if (!jail::KillAndRemoveCgroup(base + "/" + id)) {
-          SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
-        }
-      }
-      ::closedir(d);
-    }
-  }
-  for (const auto& id : orphan_ids) {
-    if (!SafeName(id, 128)) continue;
-    SKIFF_LOG(Info) << "jail: removing leftovers of sandbox " << id;
-    RemoveTree(paths::RuntimeDir() + "/sandboxes/" + id);
-    ::unlink(shared_->LiveLockPath(id).c_str());
-  }
+  jail::OrphanScope scope;
+  scope.uid_base = options_.uid_base;
+  scope.slots = options_.slots;
+  scope.uid_slots = shared_->slots.get();
+  scope.lock_dir = shared_->lock_dir;
+  scope.cgroup_bases = shared_->cgroups.bases();
+  scope.sandboxes_dir = paths::RuntimeDir() + "/sandboxes";
+  jail::CleanupOrphans(scope);
 }
 
 nlohmann::json JailIsolator::Doctor() {
@@ -692,11 +523,11 @@ nlohmann::json JailIsolator::Doctor() {
     std::ifstream f("/proc/sys/user/max_user_namespaces");
     long v = -1;
     f >> v;
-    auto ns = MakeUserNamespace(options_.uid_base);
+    auto ns = jail::MakeUserNamespace(options_.uid_base);
     j["user_namespaces"] = {{"ok", ns.ok()}, {"max_user_namespaces", v}};
     if (!ns.ok()) j["user_namespaces"]["error"] = ns.error().message();
     if (ns.ok()) {
-      auto t = IdmappedTree("/usr", (*ns)->fd.get());
+      auto t = jail::IdmappedTree("/usr", (*ns)->fd.get());
       j["idmapped_mounts"] = {{"ok", t.ok()}};
       if (!t.ok()) j["idmapped_mounts"]["error"] = t.error().message();
     } else {
