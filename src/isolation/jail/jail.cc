@@ -35,6 +35,7 @@
 #include "isolation/jail/child.h"
 #include "isolation/jail/fs_paths.h"
 #include "isolation/jail/orphans.h"
+#include "isolation/jail/rootfs_plan.h"
 #include "isolation/jail/uid_slots.h"
 #include "isolation/jail/user_namespace.h"
 #include "isolation/net/sandbox_net.h"
@@ -334,35 +335,27 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (!userns.ok()) return boot(userns.error());
   mark("userns");
 
-  // Root filesystem plan: detached idmapped lower trees, attached by the
-  // child inside its own mount namespace.
-  const size_t nl = policy.rootfs.layers.size();
+  // Root filesystem: the plan, and its lower trees as detached idmapped
+  // mounts, attached by the child inside its own mount namespace.
+  const jail::RootfsPlan rootfs = jail::PlanRootfs(policy, base, options_.upper_size_mb);
+  const size_t nl = rootfs.overlays.size();
   std::vector<std::vector<UniqueFd>> lower_fds(nl);
   std::vector<std::vector<int>> lower_raw(nl);
-  std::vector<std::vector<std::string>> lower_names(nl);
   std::vector<std::vector<const char*>> lower_cstr(nl);
-  std::vector<std::string> mountpoints(nl), options(nl), uppers(nl), works(nl);
   std::vector<jail::ChildLayer> layers(nl);
   for (size_t i = 0; i < nl; ++i) {
-    const auto& l = policy.rootfs.layers[i];
-    std::string lowerdir;
-    for (size_t j = 0; j < l.lower.size(); ++j) {
-      auto tree = jail::IdmappedTree(l.lower[j], (*userns)->fd.get());
+    const jail::OverlayPlan& o = rootfs.overlays[i];
+    for (const auto& dir : o.lower_hosts) {
+      auto tree = jail::IdmappedTree(dir, (*userns)->fd.get());
       if (!tree.ok()) return boot(tree.error());
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
-      lower_names[i].push_back("l" + std::to_string(i) + "." + std::to_string(j));
-      lowerdir += (j ? ":" : "") + lower_names[i].back();
     }
-    for (const auto& n : lower_names[i]) lower_cstr[i].push_back(n.c_str());
-    mountpoints[i] = i == 0 ? "root" : "root" + l.target;
-    uppers[i] = "u" + std::to_string(i);
-    works[i] = "w" + std::to_string(i);
-    options[i] = "lowerdir=" + lowerdir + ",upperdir=" + uppers[i] + ",workdir=" + works[i];
-    layers[i].mountpoint = mountpoints[i].c_str();
-    layers[i].options = options[i].c_str();
-    layers[i].upper = uppers[i].c_str();
-    layers[i].work = works[i].c_str();
+    for (const auto& n : o.lower_names) lower_cstr[i].push_back(n.c_str());
+    layers[i].mountpoint = o.mountpoint.c_str();
+    layers[i].options = o.options.c_str();
+    layers[i].upper = o.upper.c_str();
+    layers[i].work = o.work.c_str();
     layers[i].n_lower = static_cast<int>(lower_raw[i].size());
     layers[i].lower_fds = lower_raw[i].data();
     layers[i].lower_dirs = lower_cstr[i].data();
@@ -378,14 +371,6 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   UniqueFd host_end(sv[0]), child_end(sv[1]);
   mark("trees");
 
-  const uint64_t tmp_mb = policy.tmp_size_mb ? policy.tmp_size_mb
-                                             : std::max<uint64_t>(policy.memory_mb / 2, 1);
-  const uint64_t upper_mb = options_.upper_size_mb ? options_.upper_size_mb : policy.memory_mb;
-  const std::string owner = ",uid=" + std::to_string(base) + ",gid=" + std::to_string(base);
-  const std::string state_opts = "size=" + std::to_string(upper_mb) + "m,mode=0700";
-  const std::string dev_opts = "size=64k,nr_inodes=64,mode=0755" + owner;
-  const std::string shm_opts = "size=" + std::to_string(tmp_mb) + "m,mode=1777" + owner;
-  const std::string tmp_opts = shm_opts;
   // The sandbox's cgroups are created (limits first) by a helper thread
   // while the init sets up its mounts; the init waits for them (futex on
   // `cg_ready`) right before it leaves the host's privileges behind, and
@@ -432,12 +417,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   plan.cgroup_ready = &cg_ready;
   plan.hostname = policy.hostname.c_str();
   plan.state_dir = policy.state_dir.c_str();
-  plan.state_opts = state_opts.c_str();
+  plan.state_opts = rootfs.state_opts.c_str();
   plan.layers = layers.data();
   plan.n_layers = static_cast<int>(nl);
-  plan.dev_opts = dev_opts.c_str();
-  plan.shm_opts = shm_opts.c_str();
-  plan.tmp_opts = tmp_opts.c_str();
+  plan.dev_opts = rootfs.dev_opts.c_str();
+  plan.shm_opts = rootfs.shm_opts.c_str();
+  plan.tmp_opts = rootfs.tmp_opts.c_str();
   plan.uid_base = base;
   plan.nofile = options_.nofile;
   if (rlimit cur{}; ::getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < plan.nofile)
@@ -496,7 +481,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
                      {"memory_mb", policy.memory_mb},
                      {"pids_max", policy.pids_max},
                      {"cpus", policy.cpus},
-                     {"tmp_size_mb", tmp_mb},
+                     {"tmp_size_mb", rootfs.tmp_mb},
                      {"network", policy.network}};
   if (inst->net_) {
     inst->describe_["net_helper_pid"] = inst->net_->helper_pid();
