@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +31,7 @@
 #include "base/paths.h"
 #include "base/pidfd.h"
 #include "confine/confine.h"
+#include "isolation/jail/cgroup_warmup.h"
 #include "isolation/jail/child.h"
 #include "isolation/jail/fs_paths.h"
 #include "isolation/jail/orphans.h"
@@ -67,22 +67,7 @@ struct JailIsolator::Shared {
   std::string lock_dir;  // <runtime>/jail
   std::unique_ptr<jail::UidSlots> slots;
 
-  // KeepCgroupMovesWarm: runs until the first sandbox init is in its cgroups.
-  std::thread warm;
-  std::string warm_procs;  // <skiff/>/cgroup.procs
-  std::mutex warm_mu;
-  std::condition_variable warm_cv;
-  bool warm_stop = false;
-  void EndWarm(bool join) {
-    std::thread t;
-    {
-      std::lock_guard<std::mutex> g(warm_mu);
-      warm_stop = true;
-      if (join) t = std::move(warm);  // exactly one caller joins
-    }
-    warm_cv.notify_all();
-    if (t.joinable()) t.join();
-  }
+  jail::CgroupWarmup warm;  // until the first sandbox init is in its cgroups
 
   std::string LiveLockPath(const std::string& id) const { return jail::LiveLockPath(lock_dir, id); }
 };
@@ -175,53 +160,6 @@ class JailInstance : public Instance {
   bool released_ = false;
 };
 
-// Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
-// cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
-// with the thread that made it should that thread go first). It opens the
-// file in its own descriptor table, so the parent's holds nothing for it.
-int MoveSelfUntilKilled(void* arg) {
-  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg),
-                                      O_WRONLY | O_CLOEXEC));
-  for (;;) {
-    if (fd >= 0 && ::syscall(SYS_write, fd, "0", 1) != 1) {
-      ::syscall(SYS_close, fd);
-      fd = -1;  // no head start to give: just wait to be killed
-    }
-    struct timespec ts = {0, 5 * 1000 * 1000};
-    ::syscall(SYS_ppoll, nullptr, 0, fd >= 0 ? &ts : nullptr, nullptr, 0);
-  }
-  return 0;
-}
-
-// Moving a process between cgroups takes the kernel's global
-// cgroup_threadgroup_rwsem for writing, and the first such move after a
-// quiet spell waits for a full RCU grace period (3-16 ms measured here, ~8
-// typical) while moves that follow within a few tens of milliseconds take
-// ~0.05 ms. A one-shot `skiff run` would pay that wait in the sandbox init's
-// first step, on its critical path. So, as soon as the isolator exists, a
-// throwaway child moves itself into the skiff/ cgroup (paying the grace
-// period while the rest of start-up runs) and again every 5 ms, which keeps
-// moves fast, until the first sandbox init has entered its cgroups (or 2 s
-// have passed, or the isolator goes); this thread then kills and reaps it.
-// Nothing of the sandbox's confinement changes: its init still enters its
-// own cgroups before anything else. Failures only lose the head start.
-void KeepCgroupMovesWarm(JailIsolator::Shared* shared) {
-  jail::ChildStack stack;  // outlives the child: reaped below, before return
-  int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD,
-                    const_cast<char*>(shared->warm_procs.c_str()));
-  if (pid < 0) return;
-  {
-    std::unique_lock<std::mutex> lk(shared->warm_mu);
-    shared->warm_cv.wait_for(lk, std::chrono::seconds(2), [&] { return shared->warm_stop; });
-  }
-  // Our own unreaped child (the host never waits for "any child"), so the
-  // pid cannot have been reused; no pidfd keeps a descriptor open meanwhile.
-  ::kill(pid, SIGKILL);
-  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -245,16 +183,11 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
   } else if (::geteuid() == 0) {
-    shared_->warm_procs = shared_->cgroups.bases().front() + "/cgroup.procs";
-    try {
-      shared_->warm = std::thread(KeepCgroupMovesWarm, shared_.get());
-    } catch (const std::system_error& e) {
-      SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << e.what();  // only slower
-    }
+    shared_->warm.Start(shared_->cgroups.bases().front() + "/cgroup.procs");
   }
 }
 
-JailIsolator::~JailIsolator() { shared_->EndWarm(/*join=*/true); }
+JailIsolator::~JailIsolator() { shared_->warm.End(/*join=*/true); }
 
 Status JailIsolator::Available() {
   if (::geteuid() != 0)
@@ -376,7 +309,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   // `cg_ready`) right before it leaves the host's privileges behind, and
   // moves itself in before anything of the sandbox runs. Creating a cgroup
   // can wait several ms for the kernel (cgroup_mutex, held by a concurrent
-  // move waiting for an RCU grace period: see KeepCgroupMovesWarm); this
+  // move waiting for an RCU grace period: see cgroup_warmup.h); this
   // way that wait overlaps the mounts instead of preceding them.
   std::vector<const char*> cg_bases;
   for (const auto& b : shared_->cgroups.bases()) cg_bases.push_back(b.c_str());
@@ -454,7 +387,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", clone_err));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
   mark("exec");
-  shared_->EndWarm(/*join=*/false);  // the init is in its cgroups: no head start needed
+  shared_->warm.End(/*join=*/false);  // the init is in its cgroups: no head start needed
   child_end.reset();
   agent.reset();
   lower_fds.clear();
