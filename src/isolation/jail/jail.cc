@@ -63,7 +63,7 @@ struct JailIsolator::Shared {
   jail::Cgroups cgroups;
   std::optional<confine::ChildPolicy> confine;
   std::string confine_error;
-  std::string subid_error;  // /etc/subuid or /etc/subgid unreadable: no sandbox starts
+  std::string subid_error;  // /etc/subuid|subgid unreadable or malformed: no start
   std::string lock_dir;  // <runtime>/jail
   std::unique_ptr<jail::UidSlots> slots;
 
@@ -171,9 +171,10 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   shared_->lock_dir = paths::RuntimeDir() + "/jail";
   auto subids = jail::ReadSubidRanges();
   if (!subids.ok()) shared_->subid_error = subids.error().message();
-  shared_->slots = std::make_unique<jail::UidSlots>(
-      options.uid_base, options.slots, subids.ok() ? std::move(subids).value() : std::vector<jail::IdRange>{},
-      shared_->lock_dir);
+  std::vector<jail::IdRange> reserved;
+  if (subids.ok()) reserved = std::move(subids).value();
+  shared_->slots = std::make_unique<jail::UidSlots>(options.uid_base, options.slots,
+                                                    std::move(reserved), shared_->lock_dir);
   auto policy = confine::BuildChildPolicy();
   // Tests prove that a policy that cannot be built stops every start.
   if (std::getenv("SKIFF_TEST_JAIL_POLICY_FAIL") != nullptr)
