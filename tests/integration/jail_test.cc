@@ -757,6 +757,35 @@ TEST_F(JailTest, StartStopRate) {
   EXPECT_EQ(OpenFds(), fds);
 }
 
+// Fail closed: a jail that cannot build its seccomp/capability policy
+// refuses every start, naming the cause, and sets nothing up.
+TEST_F(JailTest, APolicyThatCannotBeBuiltRefusesToStart) {
+  ::setenv("SKIFF_TEST_JAIL_POLICY_FAIL", "1", 1);
+  JailIsolator iso(options_);
+  ::unsetenv("SKIFF_TEST_JAIL_POLICY_FAIL");
+  EXPECT_FALSE(iso.Doctor()["seccomp"]["ok"].get<bool>());
+  auto img = HostImage();
+  ASSERT_TRUE(img.ok());
+  SandboxPolicy p;
+  p.id = NewUuid();
+  p.hostname = "x";
+  p.rootfs = img->rootfs;
+  p.state_dir = paths::RuntimeDir() + "/sandboxes/" + p.id;
+  int fds = OpenFds();
+  auto r = iso.Start(p);
+  ASSERT_FALSE(r.ok()) << "started without its confinement";
+  EXPECT_EQ(r.error().code(), Code::kS300);
+  EXPECT_NE(r.error().message().find("seccomp/capability policy"), std::string::npos)
+      << r.error().message();
+  EXPECT_NE(r.error().message().find("SKIFF_TEST_JAIL_POLICY_FAIL"), std::string::npos)
+      << r.error().message();
+  for (uint32_t i = 0; i < options_.slots; ++i) {
+    Leftovers l = LeftoversOf(doctor_, p.id, uint64_t{options_.uid_base} + uint64_t{i} * 65536);
+    EXPECT_TRUE(l.none()) << "slot " << i << ": " << l.Describe();
+  }
+  EXPECT_EQ(OpenFds(), fds);
+}
+
 TEST_F(JailTest, BadPolicyIsRejected) {
   auto img = HostImage();
   ASSERT_TRUE(img.ok());

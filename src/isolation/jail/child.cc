@@ -150,7 +150,7 @@ int RunChild(void* arg) noexcept {
   // dies too instead of waiting forever with a copy of the launcher's
   // descriptors. The setting clears itself at setresuid below, so the agent
   // is not tied to the launching thread's lifetime.
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  Check(p, ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl", "PR_SET_PDEATHSIG");
   ::umask(022);
   // The skiff/ cgroup directories, while the host's tree is still visible.
   int cg_dirs[kMaxCgroupBases];
@@ -293,12 +293,10 @@ int RunChild(void* arg) noexcept {
   Check(q, ::dup3(agent, 4, O_CLOEXEC), "dup3", "agent");
   Check(q, ::syscall(SYS_close_range, 5, ~0U, 0), "close_range", "5..");
 
-  if (p.confine != nullptr) {
-    confine::ApplyResult r = confine::ApplyInChild(*p.confine);
-    if (!r.ok()) Fail(q, r.err, "confine", r.step);
-  } else {
-    Check(q, ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl", "PR_SET_NO_NEW_PRIVS");
-  }
+  // Fail closed: never exec the agent without its confinement.
+  if (p.confine == nullptr) Fail(q, EINVAL, "confine", "no policy");
+  confine::ApplyResult r = confine::ApplyInChild(*p.confine);
+  if (!r.ok()) Fail(q, r.err, "confine", r.step);
   ::syscall(SYS_execveat, 4, "", p.argv, p.envp, AT_EMPTY_PATH);
   Fail(q, errno, "execveat", p.argv[0]);
   return 125;

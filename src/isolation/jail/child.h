@@ -57,7 +57,7 @@ struct ChildPlan {
   uid_t uid_base = 0;
   uint64_t nofile = 65536;
   uint64_t nproc = 0;  // 0 = leave
-  const confine::ChildPolicy* confine = nullptr;  // null = no_new_privs only
+  const confine::ChildPolicy* confine = nullptr;  // required: null fails the start
   char* const* argv = nullptr;
   char* const* envp = nullptr;
 };

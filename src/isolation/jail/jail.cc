@@ -1,8 +1,6 @@
 #include "isolation/jail/jail.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <signal.h>
 #include <linux/futex.h>
@@ -19,15 +17,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,142 +31,17 @@
 #include "base/paths.h"
 #include "base/pidfd.h"
 #include "confine/confine.h"
+#include "isolation/jail/cgroup_warmup.h"
 #include "isolation/jail/child.h"
+#include "isolation/jail/fs_paths.h"
+#include "isolation/jail/orphans.h"
+#include "isolation/jail/rootfs_plan.h"
+#include "isolation/jail/uid_slots.h"
+#include "isolation/jail/user_namespace.h"
 #include "isolation/net/sandbox_net.h"
 
 namespace skiff {
 namespace {
-
-constexpr uint32_t kRangeSize = 65536;
-
-Status WriteFile(const std::string& path, std::string_view value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-  ssize_t n = ::write(fd, value.data(), value.size());
-  int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(value.size()))
-    return Error::Sys(Code::kS300, "write", path, n < 0 ? err : EIO);
-  return OkStatus();
-}
-
-Status MkdirAll(const std::string& path, mode_t mode) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", cur, errno);
-  }
-  return OkStatus();
-}
-
-int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
-  if (type == FTW_DP) ::rmdir(path);
-  else ::unlink(path);
-  return 0;
-}
-
-// rm -rf that never crosses into another mount.
-void RemoveTree(const std::string& path) {
-  if (path.empty() || path == "/") return;
-  ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-bool SafeName(const std::string& s, size_t max) {
-  if (s.empty() || s.size() > max || s == "." || s == "..") return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
-  });
-}
-
-bool CleanAbsolute(const std::string& p) {
-  if (p.empty() || p[0] != '/' || p.find('\0') != std::string::npos) return false;
-  if (p.find(',') != std::string::npos || p.find(':') != std::string::npos) return false;
-  std::stringstream ss(p);
-  std::string part;
-  while (std::getline(ss, part, '/'))
-    if (part == "." || part == "..") return false;
-  return true;
-}
-
-// /etc/subuid and /etc/subgid ranges, so sandbox ranges never overlap them.
-std::vector<std::pair<uint64_t, uint64_t>> SubidRanges() {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  for (const char* f : {"/etc/subuid", "/etc/subgid"}) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      auto a = line.find(':');
-      auto b = line.find(':', a == std::string::npos ? a : a + 1);
-      if (a == std::string::npos || b == std::string::npos) continue;
-      try {
-        uint64_t start = std::stoull(line.substr(a + 1, b - a - 1));
-        uint64_t count = std::stoull(line.substr(b + 1));
-        out.emplace_back(start, start + count);
-      } catch (...) {
-      }
-    }
-  }
-  return out;
-}
-
-// Live host processes whose real uid lies in [lo, hi), with that uid.
-// Zombies are dead already (they wait for a parent that may be slow to reap
-// them, such as a reparented sandbox init) and are left out.
-std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_t hi) {
-  std::vector<std::pair<pid_t, uint64_t>> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    std::ifstream st(std::string("/proc/") + e->d_name + "/status");
-    std::string line;
-    while (std::getline(st, line))
-      if (line.rfind("State:", 0) == 0) {
-        if (line.find('Z') != std::string::npos) break;
-      } else if (line.rfind("Uid:", 0) == 0) {
-        uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
-        if (uid >= lo && uid < hi) out.emplace_back(static_cast<pid_t>(std::atoi(e->d_name)), uid);
-        break;
-      }
-  }
-  ::closedir(d);
-  return out;
-}
-
-// SIGKILLs `pid` if it still runs with a uid in [lo, hi). The uid is read
-// again once a pidfd pins the process: the pid found by a scan may have
-// exited and been reused by an unrelated process meanwhile.
-bool KillIfUidInRange(pid_t pid, uint64_t lo, uint64_t hi) {
-  auto p = Process::Open(pid);
-  if (!p.ok()) return false;
-  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(st, line))
-    if (line.rfind("Uid:", 0) == 0) {
-      uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
-      if (uid < lo || uid >= hi) return false;
-      return p->Signal(SIGKILL).ok();
-    }
-  return false;
-}
-
-// SIGKILLs every process in the uid range until none is left (a sandbox's
-// processes may still fork while they are being killed). False if some
-// survive a few rounds.
-bool KillUidRange(uint64_t lo, uint64_t hi) {
-  for (int round = 0; round < 20; ++round) {
-    auto procs = ProcessesInUidRange(lo, hi);
-    if (procs.empty()) return true;
-    for (auto [pid, uid] : procs) (void)KillIfUidInRange(pid, lo, hi);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5 * (round + 1)));
-  }
-  return ProcessesInUidRange(lo, hi).empty();
-}
 
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
@@ -193,98 +63,13 @@ struct JailIsolator::Shared {
   jail::Cgroups cgroups;
   std::optional<confine::ChildPolicy> confine;
   std::string confine_error;
-  std::vector<std::pair<uint64_t, uint64_t>> subids;
+  std::string subid_error;  // /etc/subuid|subgid unreadable or malformed: no start
   std::string lock_dir;  // <runtime>/jail
+  std::unique_ptr<jail::UidSlots> slots;
 
-  std::mutex mu;
-  std::set<uint32_t> used;  // slots held by this process
-  uint32_t hint = 0;
+  jail::CgroupWarmup warm;  // until the first sandbox init is in its cgroups
 
-  // KeepCgroupMovesWarm: runs until the first sandbox init is in its cgroups.
-  std::thread warm;
-  std::string warm_procs;  // <skiff/>/cgroup.procs
-  std::mutex warm_mu;
-  std::condition_variable warm_cv;
-  bool warm_stop = false;
-  void EndWarm(bool join) {
-    std::thread t;
-    {
-      std::lock_guard<std::mutex> g(warm_mu);
-      warm_stop = true;
-      if (join) t = std::move(warm);  // exactly one caller joins
-    }
-    warm_cv.notify_all();
-    if (t.joinable()) t.join();
-  }
-
-  std::string SlotLockPath(uint32_t slot) const {
-    // Named by the range's first uid, so isolators with other bases never
-    // share a lock for different ranges.
-    return lock_dir + "/uids-" + std::to_string(options.uid_base + uint64_t{slot} * kRangeSize) + ".lock";
-  }
-  std::string LiveLockPath(const std::string& id) const {
-    return lock_dir + "/live-" + id + ".lock";
-  }
-  bool SlotAllowed(uint32_t slot) const {
-    uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize, hi = lo + kRangeSize;
-    if (hi > 0xfffffffeull) return false;
-    for (auto [a, b] : subids)
-      if (lo < b && a < hi) return false;
-    return true;
-  }
-
-  struct Slot {
-    uint32_t slot = 0;
-    uint32_t base = 0;
-    UniqueFd lock;
-  };
-
-  // A free uid range, locked with flock so that other skiff processes on the
-  // host (an embedded `skiff run` next to the daemon) never pick it too.
-  Result<Slot> AcquireSlot() {
-    std::lock_guard<std::mutex> g(mu);
-    for (uint32_t i = 0; i < options.slots; ++i) {
-      uint32_t slot = (hint + i) % options.slots;
-      if (used.count(slot) || !SlotAllowed(slot)) continue;
-      std::string path = SlotLockPath(slot);
-      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-      if (::flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        ::close(fd);
-        continue;
-      }
-      // A slot's lock file holds a mark while a sandbox uses the range and
-      // is emptied once its processes are gone. A mark found here means the
-      // last holder died with its sandbox still running: those processes
-      // must not share their uids with a new sandbox.
-      struct stat st {};
-      if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-        uint64_t lo = options.uid_base + uint64_t{slot} * kRangeSize;
-        if (!KillUidRange(lo, lo + kRangeSize)) {
-          SKIFF_LOG(Warn) << "jail: uid range of slot " << slot << " still has processes; skipping it";
-          ::close(fd);
-          continue;
-        }
-      }
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, "1\n", 2, 0) != 2) {
-        int err = errno;
-        ::close(fd);
-        return Error::Sys(Code::kS300, "write", path, err);
-      }
-      used.insert(slot);
-      hint = slot + 1;
-      return Slot{slot, static_cast<uint32_t>(options.uid_base + slot * kRangeSize), UniqueFd(fd)};
-    }
-    return Error(Code::kS400, "resource limit: no free jail uid range");
-  }
-  void ReleaseSlot(Slot& s) {
-    if (!s.lock) return;
-    // Only called once the sandbox's processes are gone: clear the mark.
-    (void)!::ftruncate(s.lock.get(), 0);
-    std::lock_guard<std::mutex> g(mu);
-    s.lock.reset();
-    used.erase(s.slot);
-  }
+  std::string LiveLockPath(const std::string& id) const { return jail::LiveLockPath(lock_dir, id); }
 };
 
 namespace {
@@ -354,7 +139,7 @@ class JailInstance : public Instance {
   std::string live_lock_path_;
   std::string state_dir_;
   nlohmann::json describe_;
-  JailIsolator::Shared::Slot slot_;
+  jail::UidSlots::Slot slot_;
   std::unique_ptr<net::SandboxNet> net_;  // network: true
 
  private:
@@ -363,10 +148,10 @@ class JailInstance : public Instance {
     channel_.reset();
     net_.reset();  // slirp4netns killed; the namespace goes with its last user
     cgroup_.Remove();
-    if (!state_dir_.empty()) RemoveTree(state_dir_);
+    if (!state_dir_.empty()) jail::RemoveTree(state_dir_);
     if (!live_lock_path_.empty()) ::unlink(live_lock_path_.c_str());
     live_lock_.reset();
-    shared_->ReleaseSlot(slot_);
+    shared_->slots->Release(slot_);
   }
 
   std::shared_ptr<JailIsolator::Shared> shared_;
@@ -374,113 +159,6 @@ class JailInstance : public Instance {
   std::mutex mu_;
   bool released_ = false;
 };
-
-// Stack for a CLONE_VM child (posix_spawn style). Freed only after the
-// child has exec'd or been reaped.
-struct ChildStack {
-  static constexpr size_t kSize = 256 * 1024;
-  ChildStack() : mem(new char[kSize]) {}
-  void* top() const { return mem.get() + kSize; }  // x86-64/arm64: grows down
-  std::unique_ptr<char[]> mem;
-};
-
-// Async-signal-safe: the user-namespace holder only waits to be killed (or
-// dies with the thread that made it, should the launcher be killed first).
-int HoldNamespace(void*) {
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
-  return 0;
-}
-
-// Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
-// cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
-// with the thread that made it should that thread go first). It opens the
-// file in its own descriptor table, so the parent's holds nothing for it.
-int MoveSelfUntilKilled(void* arg) {
-  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg),
-                                      O_WRONLY | O_CLOEXEC));
-  for (;;) {
-    if (fd >= 0 && ::syscall(SYS_write, fd, "0", 1) != 1) {
-      ::syscall(SYS_close, fd);
-      fd = -1;  // no head start to give: just wait to be killed
-    }
-    struct timespec ts = {0, 5 * 1000 * 1000};
-    ::syscall(SYS_ppoll, nullptr, 0, fd >= 0 ? &ts : nullptr, nullptr, 0);
-  }
-  return 0;
-}
-
-// Moving a process between cgroups takes the kernel's global
-// cgroup_threadgroup_rwsem for writing, and the first such move after a
-// quiet spell waits for a full RCU grace period (3-16 ms measured here, ~8
-// typical) while moves that follow within a few tens of milliseconds take
-// ~0.05 ms. A one-shot `skiff run` would pay that wait in the sandbox init's
-// first step, on its critical path. So, as soon as the isolator exists, a
-// throwaway child moves itself into the skiff/ cgroup (paying the grace
-// period while the rest of start-up runs) and again every 5 ms, which keeps
-// moves fast, until the first sandbox init has entered its cgroups (or 2 s
-// have passed, or the isolator goes); this thread then kills and reaps it.
-// Nothing of the sandbox's confinement changes: its init still enters its
-// own cgroups before anything else. Failures only lose the head start.
-void KeepCgroupMovesWarm(JailIsolator::Shared* shared) {
-  ChildStack stack;  // outlives the child: reaped below, before return
-  int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD,
-                    const_cast<char*>(shared->warm_procs.c_str()));
-  if (pid < 0) return;
-  {
-    std::unique_lock<std::mutex> lk(shared->warm_mu);
-    shared->warm_cv.wait_for(lk, std::chrono::seconds(2), [&] { return shared->warm_stop; });
-  }
-  // Our own unreaped child (the host never waits for "any child"), so the
-  // pid cannot have been reused; no pidfd keeps a descriptor open meanwhile.
-  ::kill(pid, SIGKILL);
-  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
-// A user namespace whose root is `base` on the host: held by a throwaway
-// CLONE_VM child (the daemon is multi-threaded and cannot unshare one
-// itself), mapped, opened; the holder is killed and then reaped when
-// `holder` goes (it never runs user code again once killed).
-struct UserNamespace {
-  UniqueFd fd;
-  ChildStack stack;
-  Process holder;
-};
-
-Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
-  auto ns = std::make_unique<UserNamespace>();
-  int pidfd = -1;
-  int pid = ::clone(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD,
-                    nullptr, &pidfd);
-  if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
-  ns->holder = Process(pid, UniqueFd(pidfd));
-  std::string proc = "/proc/" + std::to_string(pid);
-  std::string map = "0 " + std::to_string(base) + " " + std::to_string(kRangeSize) + "\n";
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
-  int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
-  ns->fd.reset(fd);
-  (void)ns->holder.Signal(SIGKILL);
-  return ns;
-}
-
-// A detached, read-only, idmapped copy of `dir`: files owned by host uid N
-// appear owned by N inside the sandbox's user namespace.
-Result<UniqueFd> IdmappedTree(const std::string& dir, int userns_fd) {
-  int fd = static_cast<int>(
-      ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-  if (fd < 0) return Error::Sys(Code::kS300, "open_tree", dir, errno);
-  UniqueFd tree(fd);
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  attr.userns_fd = static_cast<uint64_t>(userns_fd);
-  if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
-    return Error::Sys(Code::kS300, "mount_setattr(MOUNT_ATTR_IDMAP)", dir, errno);
-  return tree;
-}
 
 }  // namespace
 
@@ -490,24 +168,27 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   shared_ = std::make_shared<Shared>();
   shared_->options = options;
   shared_->cgroups = jail::Cgroups::Detect();
-  shared_->subids = SubidRanges();
   shared_->lock_dir = paths::RuntimeDir() + "/jail";
+  auto subids = jail::ReadSubidRanges();
+  if (!subids.ok()) shared_->subid_error = subids.error().message();
+  std::vector<jail::IdRange> reserved;
+  if (subids.ok()) reserved = std::move(subids).value();
+  shared_->slots = std::make_unique<jail::UidSlots>(options.uid_base, options.slots,
+                                                    std::move(reserved), shared_->lock_dir);
   auto policy = confine::BuildChildPolicy();
+  // Tests prove that a policy that cannot be built stops every start.
+  if (std::getenv("SKIFF_TEST_JAIL_POLICY_FAIL") != nullptr)
+    policy = Platform("isolation", "policy build failed (SKIFF_TEST_JAIL_POLICY_FAIL)");
   if (policy.ok()) shared_->confine = std::move(policy).value();
   else shared_->confine_error = policy.error().message();
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
   } else if (::geteuid() == 0) {
-    shared_->warm_procs = shared_->cgroups.bases().front() + "/cgroup.procs";
-    try {
-      shared_->warm = std::thread(KeepCgroupMovesWarm, shared_.get());
-    } catch (const std::system_error& e) {
-      SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << e.what();  // only slower
-    }
+    shared_->warm.Start(shared_->cgroups.bases().front() + "/cgroup.procs");
   }
 }
 
-JailIsolator::~JailIsolator() { shared_->EndWarm(/*join=*/true); }
+JailIsolator::~JailIsolator() { shared_->warm.End(/*join=*/true); }
 
 Status JailIsolator::Available() {
   if (::geteuid() != 0)
@@ -515,35 +196,41 @@ Status JailIsolator::Available() {
   std::string agent = paths::AgentBinary();
   if (::access(agent.c_str(), X_OK) < 0)
     return Error::Sys(Code::kS300, "access", agent, errno);
-  SKIFF_ASSIGN_OR_RETURN(auto ns, MakeUserNamespace(options_.uid_base));
-  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, IdmappedTree("/usr", ns->fd.get()));
+  SKIFF_ASSIGN_OR_RETURN(auto ns, jail::MakeUserNamespace(options_.uid_base));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, jail::IdmappedTree("/usr", ns->fd.get()));
   return OkStatus();
 }
 
 Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& policy) {
   // Validate what becomes paths, mount options and limits: decide nothing,
   // but trust nothing either.
-  if (!SafeName(policy.id, 128)) return InvalidRequest("jail: bad sandbox id");
-  if (policy.hostname.empty() || policy.hostname.size() > 64 || !SafeName(policy.hostname, 64))
+  if (!jail::SafeName(policy.id, 128)) return InvalidRequest("jail: bad sandbox id");
+  if (policy.hostname.empty() || policy.hostname.size() > 64 || !jail::SafeName(policy.hostname, 64))
     return InvalidRequest("jail: bad hostname");
-  if (!CleanAbsolute(policy.state_dir)) return InvalidRequest("jail: bad state_dir");
+  if (!jail::CleanAbsolute(policy.state_dir)) return InvalidRequest("jail: bad state_dir");
   if (policy.rootfs.layers.empty() || policy.rootfs.layers[0].target != "/")
     return InvalidRequest("jail: rootfs must start with a \"/\" layer");
   if (policy.memory_mb == 0 || policy.pids_max == 0)
     return InvalidRequest("jail: memory_mb and pids_max must be positive");
   for (const auto& l : policy.rootfs.layers) {
-    if (!CleanAbsolute(l.target) || l.lower.empty())
+    if (!jail::CleanAbsolute(l.target) || l.lower.empty())
       return InvalidRequest("jail: bad rootfs layer " + l.target);
     for (const auto& d : l.lower)
-      if (!CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
+      if (!jail::CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
   }
+  // Fail closed: no sandbox without its full confinement, or with uid
+  // ranges that might overlap ones the host has handed out.
+  if (!shared_->confine)
+    return Platform("isolation", "jail: cannot build the seccomp/capability policy: " +
+                                     shared_->confine_error);
+  if (!shared_->subid_error.empty()) return Platform("isolation", "jail: " + shared_->subid_error);
   auto boot = [](const Error& e) { return Platform("boot", e.message()); };
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(MkdirAll(shared_->lock_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(shared_->lock_dir, 0700));
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -560,12 +247,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->live_lock_path_ = path;
   }
   {
-    auto slot = shared_->AcquireSlot();
+    auto slot = shared_->slots->Acquire();
     if (!slot.ok()) return std::move(slot).error();
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(MkdirAll(policy.state_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(policy.state_dir, 0700));
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -578,39 +265,31 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     mark("network");
   }
 
-  auto userns = MakeUserNamespace(base);
+  auto userns = jail::MakeUserNamespace(base);
   if (!userns.ok()) return boot(userns.error());
   mark("userns");
 
-  // Root filesystem plan: detached idmapped lower trees, attached by the
-  // child inside its own mount namespace.
-  const size_t nl = policy.rootfs.layers.size();
+  // Root filesystem: the plan, and its lower trees as detached idmapped
+  // mounts, attached by the child inside its own mount namespace.
+  const jail::RootfsPlan rootfs = jail::PlanRootfs(policy, base, options_.upper_size_mb);
+  const size_t nl = rootfs.overlays.size();
   std::vector<std::vector<UniqueFd>> lower_fds(nl);
   std::vector<std::vector<int>> lower_raw(nl);
-  std::vector<std::vector<std::string>> lower_names(nl);
   std::vector<std::vector<const char*>> lower_cstr(nl);
-  std::vector<std::string> mountpoints(nl), options(nl), uppers(nl), works(nl);
   std::vector<jail::ChildLayer> layers(nl);
   for (size_t i = 0; i < nl; ++i) {
-    const auto& l = policy.rootfs.layers[i];
-    std::string lowerdir;
-    for (size_t j = 0; j < l.lower.size(); ++j) {
-      auto tree = IdmappedTree(l.lower[j], (*userns)->fd.get());
+    const jail::OverlayPlan& o = rootfs.overlays[i];
+    for (const auto& dir : o.lower_hosts) {
+      auto tree = jail::IdmappedTree(dir, (*userns)->fd.get());
       if (!tree.ok()) return boot(tree.error());
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
-      lower_names[i].push_back("l" + std::to_string(i) + "." + std::to_string(j));
-      lowerdir += (j ? ":" : "") + lower_names[i].back();
     }
-    for (const auto& n : lower_names[i]) lower_cstr[i].push_back(n.c_str());
-    mountpoints[i] = i == 0 ? "root" : "root" + l.target;
-    uppers[i] = "u" + std::to_string(i);
-    works[i] = "w" + std::to_string(i);
-    options[i] = "lowerdir=" + lowerdir + ",upperdir=" + uppers[i] + ",workdir=" + works[i];
-    layers[i].mountpoint = mountpoints[i].c_str();
-    layers[i].options = options[i].c_str();
-    layers[i].upper = uppers[i].c_str();
-    layers[i].work = works[i].c_str();
+    for (const auto& n : o.lower_names) lower_cstr[i].push_back(n.c_str());
+    layers[i].mountpoint = o.mountpoint.c_str();
+    layers[i].options = o.options.c_str();
+    layers[i].upper = o.upper.c_str();
+    layers[i].work = o.work.c_str();
     layers[i].n_lower = static_cast<int>(lower_raw[i].size());
     layers[i].lower_fds = lower_raw[i].data();
     layers[i].lower_dirs = lower_cstr[i].data();
@@ -626,20 +305,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   UniqueFd host_end(sv[0]), child_end(sv[1]);
   mark("trees");
 
-  const uint64_t tmp_mb = policy.tmp_size_mb ? policy.tmp_size_mb
-                                             : std::max<uint64_t>(policy.memory_mb / 2, 1);
-  const uint64_t upper_mb = options_.upper_size_mb ? options_.upper_size_mb : policy.memory_mb;
-  const std::string owner = ",uid=" + std::to_string(base) + ",gid=" + std::to_string(base);
-  const std::string state_opts = "size=" + std::to_string(upper_mb) + "m,mode=0700";
-  const std::string dev_opts = "size=64k,nr_inodes=64,mode=0755" + owner;
-  const std::string shm_opts = "size=" + std::to_string(tmp_mb) + "m,mode=1777" + owner;
-  const std::string tmp_opts = shm_opts;
   // The sandbox's cgroups are created (limits first) by a helper thread
   // while the init sets up its mounts; the init waits for them (futex on
   // `cg_ready`) right before it leaves the host's privileges behind, and
   // moves itself in before anything of the sandbox runs. Creating a cgroup
   // can wait several ms for the kernel (cgroup_mutex, held by a concurrent
-  // move waiting for an RCU grace period: see KeepCgroupMovesWarm); this
+  // move waiting for an RCU grace period: see cgroup_warmup.h); this
   // way that wait overlaps the mounts instead of preceding them.
   std::vector<const char*> cg_bases;
   for (const auto& b : shared_->cgroups.bases()) cg_bases.push_back(b.c_str());
@@ -680,12 +351,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   plan.cgroup_ready = &cg_ready;
   plan.hostname = policy.hostname.c_str();
   plan.state_dir = policy.state_dir.c_str();
-  plan.state_opts = state_opts.c_str();
+  plan.state_opts = rootfs.state_opts.c_str();
   plan.layers = layers.data();
   plan.n_layers = static_cast<int>(nl);
-  plan.dev_opts = dev_opts.c_str();
-  plan.shm_opts = shm_opts.c_str();
-  plan.tmp_opts = tmp_opts.c_str();
+  plan.dev_opts = rootfs.dev_opts.c_str();
+  plan.shm_opts = rootfs.shm_opts.c_str();
+  plan.tmp_opts = rootfs.tmp_opts.c_str();
   plan.uid_base = base;
   plan.nofile = options_.nofile;
   if (rlimit cur{}; ::getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < plan.nofile)
@@ -697,7 +368,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 
   // CLONE_VM|CLONE_VFORK: no copy of the daemon's page tables, and this
   // thread sleeps until the child has exec'd the agent or failed.
-  ChildStack stack;
+  jail::ChildStack stack;
   std::thread cg_thread;
   if (!cg_bases.empty()) {
     try {
@@ -717,7 +388,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", clone_err));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
   mark("exec");
-  shared_->EndWarm(/*join=*/false);  // the init is in its cgroups: no head start needed
+  shared_->warm.End(/*join=*/false);  // the init is in its cgroups: no head start needed
   child_end.reset();
   agent.reset();
   lower_fds.clear();
@@ -744,7 +415,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
                      {"memory_mb", policy.memory_mb},
                      {"pids_max", policy.pids_max},
                      {"cpus", policy.cpus},
-                     {"tmp_size_mb", tmp_mb},
+                     {"tmp_size_mb", rootfs.tmp_mb},
                      {"network", policy.network}};
   if (inst->net_) {
     inst->describe_["net_helper_pid"] = inst->net_->helper_pid();
@@ -754,64 +425,14 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 }
 
 void JailIsolator::CleanupOrphans() {
-  auto held_elsewhere = [](const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return false;
-    bool held = ::flock(fd, LOCK_EX | LOCK_NB) < 0;
-    ::close(fd);
-    return held;
-  };
-  // 1. Processes running as a sandbox uid whose slot nobody holds.
-  const uint64_t lo = options_.uid_base, hi = lo + uint64_t{options_.slots} * kRangeSize;
-  std::set<uint32_t> free_checked, busy;
-  for (auto [pid, uid] : ProcessesInUidRange(lo, hi)) {
-    uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
-    {
-      std::lock_guard<std::mutex> g(shared_->mu);
-      if (shared_->used.count(slot)) continue;
-    }
-    if (busy.count(slot)) continue;
-    if (!free_checked.count(slot)) {
-      if (held_elsewhere(shared_->SlotLockPath(slot))) {
-        busy.insert(slot);
-        continue;
-      }
-      free_checked.insert(slot);
-    }
-    uint64_t slot_lo = lo + uint64_t{slot} * kRangeSize;
-    if (KillIfUidInRange(pid, slot_lo, slot_lo + kRangeSize))
-      SKIFF_LOG(Info) << "jail: killed orphan sandbox process " << pid << " (uid " << uid << ")";
-  }
-  // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
-  std::set<std::string> orphan_ids;
-  if (DIR* d = ::opendir(shared_->lock_dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name.rfind("live-", 0) != 0 || name.size() < 11) continue;
-      std::string id = name.substr(5, name.size() - 10);
-      if (!held_elsewhere(shared_->lock_dir + "/" + name)) orphan_ids.insert(id);
-    }
-    ::closedir(d);
-  }
-  for (const auto& base : shared_->cgroups.bases()) {
-    if (DIR* d = ::opendir(base.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string id = e->d_name;
-        if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
-        if (held_elsewhere(shared_->LiveLockPath(id))) continue;
-        if (!jail::KillAndRemoveCgroup(base + "/" + id)) {
-          SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
-        }
-      }
-      ::closedir(d);
-    }
-  }
-  for (const auto& id : orphan_ids) {
-    if (!SafeName(id, 128)) continue;
-    SKIFF_LOG(Info) << "jail: removing leftovers of sandbox " << id;
-    RemoveTree(paths::RuntimeDir() + "/sandboxes/" + id);
-    ::unlink(shared_->LiveLockPath(id).c_str());
-  }
+  jail::OrphanScope scope;
+  scope.uid_base = options_.uid_base;
+  scope.slots = options_.slots;
+  scope.uid_slots = shared_->slots.get();
+  scope.lock_dir = shared_->lock_dir;
+  scope.cgroup_bases = shared_->cgroups.bases();
+  scope.sandboxes_dir = paths::RuntimeDir() + "/sandboxes";
+  jail::CleanupOrphans(scope);
 }
 
 nlohmann::json JailIsolator::Doctor() {
@@ -821,11 +442,11 @@ nlohmann::json JailIsolator::Doctor() {
     std::ifstream f("/proc/sys/user/max_user_namespaces");
     long v = -1;
     f >> v;
-    auto ns = MakeUserNamespace(options_.uid_base);
+    auto ns = jail::MakeUserNamespace(options_.uid_base);
     j["user_namespaces"] = {{"ok", ns.ok()}, {"max_user_namespaces", v}};
     if (!ns.ok()) j["user_namespaces"]["error"] = ns.error().message();
     if (ns.ok()) {
-      auto t = IdmappedTree("/usr", (*ns)->fd.get());
+      auto t = jail::IdmappedTree("/usr", (*ns)->fd.get());
       j["idmapped_mounts"] = {{"ok", t.ok()}};
       if (!t.ok()) j["idmapped_mounts"]["error"] = t.error().message();
     } else {

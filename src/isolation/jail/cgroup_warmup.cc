@@ -1,0 +1,78 @@
+#include "isolation/jail/cgroup_warmup.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <system_error>
+
+#include "base/log.h"
+#include "isolation/jail/child_stack.h"
+
+namespace skiff::jail {
+namespace {
+
+// Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
+// cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
+// with the thread that made it should that thread go first). It opens the
+// file in its own descriptor table, so the parent's holds nothing for it.
+int MoveSelfUntilKilled(void* arg) {
+  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
+  int fd =
+      static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg), O_WRONLY | O_CLOEXEC));
+  for (;;) {
+    if (fd >= 0 && ::syscall(SYS_write, fd, "0", 1) != 1) {
+      ::syscall(SYS_close, fd);
+      fd = -1;  // no head start to give: just wait to be killed
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    ::syscall(SYS_ppoll, nullptr, 0, fd >= 0 ? &ts : nullptr, nullptr, 0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void CgroupWarmup::Start(std::string procs) {
+  procs_ = std::move(procs);
+  try {
+    thread_ = std::thread(&CgroupWarmup::Run, this);
+  } catch (const std::system_error& e) {
+    SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << e.what();  // only slower
+  }
+}
+
+void CgroupWarmup::End(bool join) {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+    if (join) t = std::move(thread_);  // exactly one caller joins
+  }
+  cv_.notify_all();
+  if (t.joinable()) t.join();
+}
+
+void CgroupWarmup::Run() {
+  ChildStack stack;  // outlives the child: reaped below, before return
+  int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD, const_cast<char*>(procs_.c_str()));
+  if (pid < 0) return;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::seconds(2), [&] { return stop_; });
+  }
+  // Our own unreaped child (the host never waits for "any child"), so the
+  // pid cannot have been reused; no pidfd keeps a descriptor open meanwhile.
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace skiff::jail

@@ -1,0 +1,83 @@
+#include "isolation/jail/orphans.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "base/log.h"
+#include "isolation/jail/cgroup.h"
+#include "isolation/jail/fs_paths.h"
+
+namespace skiff::jail {
+namespace {
+
+// Whether another process holds the flock on `path`.
+bool HeldElsewhere(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_EX | LOCK_NB) < 0;
+  ::close(fd);
+  return held;
+}
+
+}  // namespace
+
+std::string LiveLockPath(const std::string& lock_dir, const std::string& id) {
+  return lock_dir + "/live-" + id + ".lock";
+}
+
+void CleanupOrphans(const OrphanScope& scope) {
+  // 1. Processes running as a sandbox uid whose slot nobody holds.
+  const uint64_t lo = scope.uid_base, hi = lo + uint64_t{scope.slots} * kRangeSize;
+  std::set<uint32_t> free_checked, busy;
+  for (auto [pid, uid] : ProcessesInUidRange(lo, hi)) {
+    uint32_t slot = static_cast<uint32_t>((uid - lo) / kRangeSize);
+    if (scope.uid_slots->HeldHere(slot)) continue;
+    if (busy.count(slot)) continue;
+    if (!free_checked.count(slot)) {
+      if (HeldElsewhere(scope.uid_slots->LockPath(slot))) {
+        busy.insert(slot);
+        continue;
+      }
+      free_checked.insert(slot);
+    }
+    uint64_t slot_lo = lo + uint64_t{slot} * kRangeSize;
+    if (KillIfUidInRange(pid, slot_lo, slot_lo + kRangeSize))
+      SKIFF_LOG(Info) << "jail: killed orphan sandbox process " << pid << " (uid " << uid << ")";
+  }
+  // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
+  std::set<std::string> orphan_ids;
+  if (DIR* d = ::opendir(scope.lock_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("live-", 0) != 0 || name.size() < 11) continue;
+      std::string id = name.substr(5, name.size() - 10);
+      if (!HeldElsewhere(scope.lock_dir + "/" + name)) orphan_ids.insert(id);
+    }
+    ::closedir(d);
+  }
+  for (const auto& base : scope.cgroup_bases) {
+    if (DIR* d = ::opendir(base.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string id = e->d_name;
+        if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
+        if (HeldElsewhere(LiveLockPath(scope.lock_dir, id))) continue;
+        if (!KillAndRemoveCgroup(base + "/" + id)) {
+          SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
+        }
+      }
+      ::closedir(d);
+    }
+  }
+  for (const auto& id : orphan_ids) {
+    if (!SafeName(id, 128)) continue;
+    SKIFF_LOG(Info) << "jail: removing leftovers of sandbox " << id;
+    RemoveTree(scope.sandboxes_dir + "/" + id);
+    ::unlink(LiveLockPath(scope.lock_dir, id).c_str());
+  }
+}
+
+}  // namespace skiff::jail
