@@ -14,6 +14,7 @@
 #include "isolation/microvm/microvm.h"
 #include "isolation/net/sandbox_net.h"
 #include "protocol/ops.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/run_step.h"
 
 namespace skiff {
@@ -78,7 +79,16 @@ class Sandbox {
 
   // Guarded by SandboxManager::mu_.
   uint32_t exec_in_flight = 0;
-  bool stopping = false;
+  SandboxState state = SandboxState::kStarting;
+
+  // Caller holds SandboxManager::mu_.
+  bool stopping() const { return IsStopping(state); }
+  void MoveTo(SandboxState next) {
+    if (!CanTransition(state, next))
+      SKIFF_LOG(Error) << "sandbox " << id << ": illegal state change " << SandboxStateName(state) << " -> "
+                       << SandboxStateName(next);
+    state = next;
+  }
 
   // Teardown state.
   std::mutex td_mu;
@@ -302,7 +312,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
       while (matches && !pool.ready.empty() && !sb) {
         sb = std::move(pool.ready.front());
         pool.ready.pop_front();
-        if (sb->stopping) sb.reset();  // its agent died; the death handler tears it down
+        if (sb->stopping()) sb.reset();  // its agent died; the death handler tears it down
       }
       if (sb) {
         ++pool.hits;
@@ -339,9 +349,12 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (shutting_down_) {
+      sb->MoveTo(SandboxState::kStopping);
       sb->Teardown();
+      sb->MoveTo(SandboxState::kStopped);
       return Platform("sandbox", "the daemon is shutting down");
     }
+    sb->MoveTo(SandboxState::kReady);
     sandboxes_[sb->id] = sb;
   }
   WatchAgent(sb);
@@ -411,8 +424,8 @@ void SandboxManager::OnAgentDeath(const std::shared_ptr<Sandbox>& s, const std::
   bool remove = false, pooled = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (s->stopping) return;
-    s->stopping = true;
+    if (s->stopping()) return;
+    s->MoveTo(SandboxState::kStopping);
     if (auto it = sandboxes_.find(s->id); it != sandboxes_.end() && it->second == s) {
       sandboxes_.erase(it);
       remove = true;
@@ -457,11 +470,16 @@ std::vector<SandboxManager::PoolStatus> SandboxManager::PoolStats() {
   return out;
 }
 
+bool SandboxManager::Stopping(const Sandbox& sb) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sb.stopping();
+}
+
 Result<std::shared_ptr<Sandbox>> SandboxManager::Lookup(const std::string& id) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return Error(Code::kS002, "sandbox not found: " + id);
-  if (it->second->stopping) return Error(Code::kS004, "sandbox already stopped: " + id);
+  if (it->second->stopping()) return Error(Code::kS004, "sandbox already stopped: " + id);
   return it->second;
 }
 
@@ -470,7 +488,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   // Admission: take an exec slot atomically.
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (sb->stopping) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
+    if (sb->stopping()) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
     if (sb->exec_in_flight >= config_.exec_cap())
       return Error(Code::kS003, "sandbox " + sb->id + " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=" +
                                     std::to_string(config_.exec_cap()) + ")");
@@ -513,7 +531,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
     req["user"] = sb->image_user;
   auto stream_or = sb->client->Open(req);
   if (!stream_or.ok()) {
-    if (sb->stopping) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
+    if (Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
     return Platform("exec", stream_or.error().message());
   }
   std::shared_ptr<proto::Stream> stream = std::move(stream_or).value();
@@ -578,7 +596,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
         err.truncated = err.truncated || r.value("stderr_truncated", false);
         if (r.value("timed_out", false))
           return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms").set_details(details(ms));
-        if (r.value("cancelled", false) || sb->stopping)
+        if (r.value("cancelled", false) || Stopping(*sb))
           return Error(Code::kS004, "sandbox already stopped: " + sb->id).set_details(details(ms));
         ExecResult res;
         res.exit_code = r.value("exit_code", 0);
@@ -614,6 +632,8 @@ void SandboxManager::TeardownInBackground(std::shared_ptr<Sandbox> sb) {
   std::thread([this, sb = std::move(sb)] {
     sb->Teardown();
     std::lock_guard<std::mutex> lk(mu_);
+    // A stop that joined this teardown may have recorded the end already.
+    if (sb->state == SandboxState::kStopping) sb->MoveTo(SandboxState::kStopped);
     tearing_down_.erase(sb->id);
     --pending_teardowns_;
     teardown_cv_.notify_all();
@@ -630,7 +650,7 @@ Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {
       sb = it->second;
       // Removed from the registry before stop returns, in both modes.
       sandboxes_.erase(it);
-      sb->stopping = true;
+      sb->MoveTo(SandboxState::kStopping);
       tearing_down_[sandbox_id] = sb;
       first = true;
     } else if (auto t = tearing_down_.find(sandbox_id); t != tearing_down_.end()) {
@@ -642,6 +662,8 @@ Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {
   if (wait) {
     sb->Teardown();
     std::lock_guard<std::mutex> lk(mu_);
+    // A joined stop or reap may have recorded the end already.
+    if (sb->state == SandboxState::kStopping) sb->MoveTo(SandboxState::kStopped);
     tearing_down_.erase(sandbox_id);
   } else if (first) {
     TeardownInBackground(sb);
@@ -662,7 +684,7 @@ std::vector<ListEntry> SandboxManager::List() {
     e.exec_in_flight = sb->exec_in_flight;
     uint32_t cap = std::max<uint32_t>(config_.max_concurrent_exec_per_sandbox, 1);
     e.exec_slots_free = cap > sb->exec_in_flight ? cap - sb->exec_in_flight : 0;
-    e.stopped = sb->stopping;
+    e.stopped = sb->stopping();
     e.isolation = sb->isolation;
     e.created_at = Rfc3339Millis(sb->created_unix_ms);
     e.last_activity_at = Rfc3339Millis(sb->last_activity_unix_ms);
@@ -743,12 +765,7 @@ Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, co
       (void)FinishFs(*s, false);
       // A stop while the body stalled: the call ends as stopped (§2.3), not
       // as a stalled upload.
-      bool stopping;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        stopping = sb->stopping;
-      }
-      if (stopping) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
+      if (Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
       return std::move(chunk).error();
     }
     if (chunk->empty()) {
@@ -879,8 +896,8 @@ void SandboxManager::ReapOnce() {
       int64_t idle = now - sb->last_activity_mono_ms;
       int64_t limit = static_cast<int64_t>(sb->idle_timeout_secs) * 1000;
       if (sb->exec_in_flight > 0) limit += static_cast<int64_t>(config_.exec_timeout_cap()) + 60000;
-      if (!sb->stopping && idle > limit) {
-        sb->stopping = true;
+      if (!sb->stopping() && idle > limit) {
+        sb->MoveTo(SandboxState::kStopping);
         victims.push_back(sb);
         tearing_down_[sb->id] = sb;
         it = sandboxes_.erase(it);
@@ -948,12 +965,15 @@ void SandboxManager::PoolLoop() {
     }
     std::shared_ptr<Sandbox> sb = std::move(booted).value();
     if (shutting_down_) {
+      sb->MoveTo(SandboxState::kStopping);
       lk.unlock();
       sb->Teardown();
       lk.lock();
+      sb->MoveTo(SandboxState::kStopped);
       break;
     }
     p.consecutive_failures = 0;
+    sb->MoveTo(SandboxState::kReady);
     p.ready.push_back(sb);
     lk.unlock();
     WatchAgent(sb);
@@ -967,13 +987,13 @@ void SandboxManager::Shutdown() {
     std::lock_guard<std::mutex> lk(mu_);
     shutting_down_ = true;
     for (auto& [id, sb] : sandboxes_) {
-      sb->stopping = true;
+      sb->MoveTo(SandboxState::kStopping);
       all.push_back(sb);
     }
     sandboxes_.clear();
     for (auto& [image, p] : pools_) {
       for (auto& sb : p.ready) {
-        sb->stopping = true;
+        sb->MoveTo(SandboxState::kStopping);
         all.push_back(sb);
       }
       p.ready.clear();
@@ -981,7 +1001,11 @@ void SandboxManager::Shutdown() {
   }
   reaper_cv_.notify_all();
   pool_cv_.notify_all();
-  for (auto& sb : all) sb->Teardown();
+  for (auto& sb : all) {
+    sb->Teardown();
+    std::lock_guard<std::mutex> lk(mu_);
+    sb->MoveTo(SandboxState::kStopped);
+  }
   {
     // A boot in progress finishes, sees shutting_down_ and tears down.
     std::lock_guard<std::mutex> lk(pool_join_mu_);

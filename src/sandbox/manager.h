@@ -197,6 +197,8 @@ class SandboxManager {
   };
 
   Result<std::shared_ptr<Sandbox>> Lookup(const std::string& id);
+  // Whether a stop of `sb` has begun; takes mu_.
+  bool Stopping(const Sandbox& sb);
   // Resolves the image and starts an agent under `p`; the sandbox is in no
   // registry yet. Failures leave nothing behind.
   Result<std::shared_ptr<Sandbox>> Boot(const BootParams& p);
