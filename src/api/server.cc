@@ -12,13 +12,13 @@
 #include <boost/beast/websocket.hpp>
 
 #include <chrono>
-#include <csignal>
 #include <deque>
-#include <thread>
 
 #include "api/channels.h"
 #include "api/http_util.h"
+#include "api/iii_codec.h"
 #include "api/metrics.h"
+#include "api/router.h"
 #include "api/worker.h"
 #include "base/log.h"
 #include "base/text.h"
@@ -328,9 +328,7 @@ class EngineSession : public WsBase<Protocol> {
 
   void OnOpen() override {
     worker_id_ = NewUuid();
-    this->Send(Dump({{"type", "workerregistered"},
-                     {"worker_id", worker_id_},
-                     {"reattach_token", NewUuid()}}));
+    this->Send(iii::WorkerRegistered(worker_id_, NewUuid()));
     Read();
   }
 
@@ -374,10 +372,7 @@ class EngineSession : public WsBase<Protocol> {
   }
 
   void Handle(const std::string& msg, bool binary) {
-    if (binary && msg.size() >= 4) {
-      std::string_view pre(msg.data(), 4);
-      if (pre == "OTLP" || pre == "MTRC" || pre == "LOGS") return;
-    }
+    if (iii::IsTelemetryFrame(msg, binary)) return;
     auto parsed = ParsePayload(msg);
     if (!parsed.ok() || !parsed->is_object()) {
       SKIFF_LOG(Warn) << "ws: ignoring a frame that is not a JSON object ("
@@ -385,18 +380,13 @@ class EngineSession : public WsBase<Protocol> {
       return;
     }
     json& m = *parsed;
-    std::string type = m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>()
-                                                                   : "";
+    std::string type = iii::MessageType(m);
     if (type == "ping") {
-      this->Send(R"({"type":"pong"})");
+      this->Send(iii::Pong());
     } else if (type == "invokefunction") {
       Invokefunction(m);
     } else if (type == "registertrigger") {
-      json r = {{"type", "triggerregistrationresult"},
-                {"id", m.value("id", json(nullptr))},
-                {"trigger_type", m.value("trigger_type", json(nullptr))},
-                {"function_id", m.value("function_id", json(nullptr))}};
-      this->Send(Dump(r));
+      this->Send(iii::TriggerRegistrationResult(m));
     } else if (type == "registerfunction" || type == "unregisterfunction" ||
                type == "registertriggertype" || type == "unregistertrigger" ||
                type == "registerservice" || type == "reattach" || type == "invocationresult" ||
@@ -408,64 +398,37 @@ class EngineSession : public WsBase<Protocol> {
   }
 
   void Invokefunction(json& m) {
-    if (!m.contains("function_id") || !m["function_id"].is_string()) {
+    auto req = iii::DecodeInvoke(m);
+    if (!req) {
       SKIFF_LOG(Warn) << "ws: invokefunction without a string function_id; ignored";
       return;
     }
-    std::string fid = m["function_id"].get<std::string>();
-    json inv_id = m.contains("invocation_id") ? m["invocation_id"] : json(nullptr);
-    bool is_void = m.contains("action") && m["action"].is_object() &&
-                   m["action"].value("type", json("")) == json("void");
-    bool reply = !inv_id.is_null() && !is_void;
-    auto send_error = [&](json err) {
-      if (!reply) return;
-      this->Send(Dump({{"type", "invocationresult"},
-                       {"invocation_id", inv_id},
-                       {"function_id", fid},
-                       {"error", std::move(err)}}));
-    };
-    if (m.contains("action") && m["action"].is_object() &&
-        m["action"].value("type", json("")) == json("enqueue")) {
-      send_error({{"code", "enqueue_error"}, {"message", "queues are not supported by skiff"}});
+    bool reply = req->wants_reply();
+    const std::string& fid = req->function_id;
+    if (req->action == iii::Action::kEnqueue) {
+      if (reply) this->Send(iii::EncodeError(req->invocation_id, fid, iii::EnqueueRefused()));
       return;
     }
-    if (m.contains("namespace") && !m["namespace"].is_null() &&
-        m["namespace"] != json("default")) {
-      send_error({{"code", "function_not_found"},
-                  {"message", "function '" + fid + "' is not provided by skiff"}});
+    if (req->foreign_namespace) {
+      if (reply) this->Send(iii::EncodeError(req->invocation_id, fid, iii::FunctionNotFound(fid)));
       return;
     }
     if (fid == "engine::workers::register") {
-      if (reply) {
-        this->Send(Dump({{"type", "invocationresult"},
-                         {"invocation_id", inv_id},
-                         {"function_id", fid},
-                         {"result", nullptr}}));
-      }
+      if (reply) this->Send(iii::EncodeResult(req->invocation_id, fid, nullptr));
       return;
     }
-    json data = m.contains("data") ? std::move(m["data"]) : json::object();
     auto self = Self();
     ++in_flight_;
-    this->srv_.Blocking([self, fid, inv_id, reply, data = std::move(data)]() {
-      Invocation inv = self->srv_.Call(fid, data, self->channels_.get());
+    this->srv_.Blocking([self, reply, req = std::move(*req)]() mutable {
+      Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get());
       if (!reply) {
         net::post(self->ws_.get_executor(), [self]() { self->Finished(""); });
         return;
       }
-      json out = {{"type", "invocationresult"}, {"invocation_id", inv_id}, {"function_id", fid}};
-      if (inv.result) {
-        out["result"] = std::move(*inv.result);
-      } else if (inv.error) {
-        out["error"] = {{"code", "invocation_failed"},
-                        {"message", "handler error: " + Dump(self->srv_.ErrorBody(*inv.error))}};
-      } else if (inv.engine_error) {
-        out["error"] = std::move(*inv.engine_error);
-      } else {
-        out["result"] = nullptr;
-      }
+      std::string out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
+                                              [&](const Error& e) { return self->srv_.ErrorBody(e); });
       net::post(self->ws_.get_executor(),
-                [self, d = Dump(out)]() mutable { self->Finished(std::move(d)); });
+                [self, d = std::move(out)]() mutable { self->Finished(std::move(d)); });
     });
   }
 
@@ -672,12 +635,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto query = ParseQuery(target->query);
     if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
     query_ = std::move(*query);
-    RouteMatch rm = MatchRoute(target->path);
-    route_ = rm;
-    auto method = req.method();
+    Dispatch d = RouteRequest(req.method(), target->path);
+    route_ = RouteMatch{d.route, d.param};
     std::string_view auth(req[http::field::authorization].data(),
                           req[http::field::authorization].size());
-    bool is_health = rm.route == Route::kHealthz && method == http::verb::get;
+    bool is_health = d.outcome == Dispatch::Outcome::kFound && d.handler == Handler::kHealthz;
     bool upgrade = websocket::is_upgrade(req);
     if (!is_health && !srv_.Authorized(auth, upgrade ? &query_ : nullptr)) {
       auto res = MakeJson(http::status::unauthorized,
@@ -687,59 +649,52 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       keep_alive_ = false;
       return Write(res);
     }
-    if (rm.route == Route::kNotFound) {
+    if (d.outcome == Dispatch::Outcome::kNotFound) {
       return SendJson(http::status::not_found,
                       {{"code", "not_found"}, {"message", "no such endpoint: " + target->path}});
     }
-    bool allowed = false;
-    std::string_view allow = AllowedMethods(rm.route);
-    if (method == http::verb::get) allowed = true;
-    if (method == http::verb::post && rm.route == Route::kFunctionCall) allowed = true;
-    if (method == http::verb::put && rm.route == Route::kFiles) allowed = true;
-    if (method == http::verb::get && rm.route == Route::kFunctionCall) allowed = true;
-    if (!allowed) {
+    if (d.outcome == Dispatch::Outcome::kMethodNotAllowed) {
       auto res = MakeJson(http::status::method_not_allowed,
                           {{"code", "method_not_allowed"},
                            {"message", std::string(req.method_string()) + " is not allowed here; use " +
-                                           std::string(allow)}});
-      res->set(http::field::allow, std::string(allow));
+                                           d.allow}});
+      res->set(http::field::allow, d.allow);
       keep_alive_ = false;  // an unread body may follow
       return Write(res);
     }
-    switch (rm.route) {
-      case Route::kEngine:
-      case Route::kOtel:
-      case Route::kChannel:
+    switch (d.handler) {
+      case Handler::kUpgrade:
         if (!upgrade) {
           return SendJson(http::status::upgrade_required,
                           {{"code", "upgrade_required"},
                            {"message", "this endpoint speaks WebSocket"}});
         }
-        return Upgrade(rm);
-      case Route::kHealthz: {
+        return Upgrade(route_);
+      case Handler::kHealthz: {
         json h = srv_.Health();
         return SendJson(h["status"] == "ok" ? http::status::ok
                                             : http::status::service_unavailable,
                         h);
       }
-      case Route::kMetrics: {
+      case Handler::kMetrics: {
         auto res = std::make_shared<http::response<http::string_body>>(http::status::ok,
                                                                         req.version());
         res->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
         res->body() = srv_.MetricsText();
         return Write(res);
       }
-      case Route::kFunctionList:
+      case Handler::kFunctionList:
         return FunctionList();
-      case Route::kFunctionCall:
-        if (method == http::verb::get) return FunctionInfo(rm.param);
+      case Handler::kFunctionInfo:
+        return FunctionInfo(route_.param);
+      case Handler::kFunctionCall:
         return ReadCallBody();
-      case Route::kFiles:
-        if (method == http::verb::get) return FileGet();
+      case Handler::kFileGet:
+        return FileGet();
+      case Handler::kFilePut:
         return FilePut();
-      default:
-        return Close();
     }
+    return Close();
   }
 
   // ---------------------------------------------------------- responses
@@ -1346,70 +1301,6 @@ void Server::Stop() {
   StopAccepting();
   if (impl_->worker) impl_->worker->Stop();
   impl_->ioc.stop();
-}
-
-// ============================================================ daemon
-
-namespace {
-
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int sig) {
-  // Async-signal-safe: only write(2).
-  unsigned char b = static_cast<unsigned char>(sig);
-  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
-}
-
-}  // namespace
-
-int RunDaemon(Config config) {
-  for (const auto& w : config.warnings) SKIFF_LOG(Warn) << "config: " << w;
-  auto mgr = SandboxManager::FromConfig(config);
-  if (!mgr.ok()) {
-    std::fprintf(stderr, "skiff serve: %s\n", mgr.error().message().c_str());
-    return 1;
-  }
-  SandboxManager& manager = **mgr;
-  Server server(manager, config);
-  if (auto st = server.Listen(); !st.ok()) {
-    std::fprintf(stderr, "skiff serve: %s\n", st.error().message().c_str());
-    return 1;
-  }
-  SKIFF_LOG(Info) << "skiffd " << Version() << " listening on " << config.listen_address << ":"
-                  << server.port()
-                  << (config.unix_socket ? " and unix:" + *config.unix_socket : std::string())
-                  << "; isolation " << manager.default_isolation();
-  std::fprintf(stderr, "skiffd listening on %s:%u\n", config.listen_address.c_str(),
-               static_cast<unsigned>(server.port()));
-
-  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return 1;
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  // Worker mode: a rejected registration ends the daemon with status 3.
-  server.OnRegistrationRejected([]() { OnSignal(0); });
-  std::thread loop([&server]() { server.Run(); });
-  unsigned char sig = 0;
-  while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-  }
-  int status = sig == 0 ? 3 : 0;
-  if (sig == 0) {
-    SKIFF_LOG(Error) << "worker registration rejected: stopping every sandbox, exit 3";
-  } else {
-    SKIFF_LOG(Info) << "signal " << static_cast<int>(sig) << ": stopping every sandbox";
-  }
-  server.StopAccepting();
-  manager.Shutdown();
-  server.Stop();
-  loop.join();
-  SKIFF_LOG(Info) << "stopped";
-  std::fflush(nullptr);
-  // Every sandbox is gone; skip destructors of pool work still unwinding.
-  ::_exit(status);
 }
 
 }  // namespace skiff::api
