@@ -310,7 +310,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     dl_failure_ = failure;
     srv_.Blocking([self, ch, failure, sid, path]() {
       bool meta_sent = false;
-      Status st = self->srv_.manager.FsRead(
+      Status st = self->srv_.sandboxes.ReadFile(
           sid, path,
           [&](const FsReadMeta& m) {
             json meta = {{"size", m.size}, {"mode", m.mode}, {"mtime", m.mtime}};
@@ -459,7 +459,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
             return std::move((*r)->data);
           }
         };
-        auto res = self->srv_.manager.FsWrite(sid, path, mode, parents, src);
+        auto res = self->srv_.sandboxes.WriteFile(sid, path, mode, parents, src);
         ch->ReaderGone();
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
           self->up_result_.emplace(std::move(res));

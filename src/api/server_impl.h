@@ -17,6 +17,8 @@
 #include "api/channels.h"
 #include "api/http_util.h"
 #include "api/metrics.h"
+#include "api/metrics_text.h"
+#include "api/sandbox_access.h"
 #include "api/server.h"
 #include "api/worker.h"
 #include "base/log.h"
@@ -51,13 +53,15 @@ inline std::string ResultLabel(const Invocation& inv) {
 struct Server::Impl {
   Impl(SandboxManager& m, Config c)
       : manager(m),
+        sandboxes(m),
         config(std::move(c)),
         ioc(1),
         pool(kPoolThreads),
         broker([this](std::function<void()> f) { net::post(pool, std::move(f)); }),
         sweep_timer(ioc) {}
 
-  SandboxManager& manager;
+  SandboxManager& manager;  // function calls (CallContext) and the server's own setup
+  SandboxAccess sandboxes;  // files, /metrics, /healthz
   Config config;
   net::io_context ioc;
   net::thread_pool pool;
@@ -119,70 +123,20 @@ struct Server::Impl {
   json ErrorBody(const Error& e) { return ErrorToWire(e, config.docs_base); }
 
   json Health() {
-    size_t n = manager.List().size();
+    size_t n = sandboxes.SandboxCount();
     std::string status = stopping ? "stopping" : "ok";
     if (!stopping && worker && !worker->connected()) status = "engine_disconnected";
     json h = {{"status", status},
               {"version", Version()},
               {"mode", config.engine_url ? "worker" : "server"},
-              {"isolation", manager.default_isolation()},
+              {"isolation", sandboxes.DefaultIsolation()},
               {"accel", accel ? json(*accel) : json(nullptr)},
-              {"isolation_available", manager.available_isolations()},
+              {"isolation_available", sandboxes.AvailableIsolations()},
               {"sandboxes", n}};
     return h;
   }
 
-  std::string MetricsText() {
-    std::string extra;
-    auto list = manager.List();
-    std::map<std::string, uint64_t> by_iso;
-    for (const auto& iso : manager.available_isolations()) by_iso[iso] = 0;
-    uint64_t in_flight = 0;
-    for (const auto& e : list) {
-      ++by_iso[e.isolation];
-      in_flight += e.exec_in_flight;
-    }
-    extra += "# HELP skiff_sandboxes Live sandboxes by isolation backend.\n";
-    extra += "# TYPE skiff_sandboxes gauge\n";
-    for (const auto& [iso, n] : by_iso) {
-      extra += "skiff_sandboxes{isolation=\"" + LabelValue(iso) + "\"} " + std::to_string(n) + "\n";
-    }
-    extra += "# HELP skiff_sandboxes_reaped_total Sandboxes stopped by the idle reaper.\n";
-    extra += "# TYPE skiff_sandboxes_reaped_total counter\n";
-    extra += "skiff_sandboxes_reaped_total " + std::to_string(manager.stats().reaped.load()) + "\n";
-    extra += "# HELP skiff_execs_in_flight Execs running now.\n";
-    extra += "# TYPE skiff_execs_in_flight gauge\n";
-    extra += "skiff_execs_in_flight " + std::to_string(in_flight) + "\n";
-    extra += "# HELP skiff_pool_ready Warm, unclaimed sandboxes per image.\n";
-    extra += "# TYPE skiff_pool_ready gauge\n";
-    auto pools = manager.PoolStats();
-    for (const auto& p : pools) {
-      extra += "skiff_pool_ready{image=\"" + LabelValue(p.image) + "\"} " + std::to_string(p.ready) + "\n";
-    }
-    extra += "# HELP skiff_pool_hits_total Creates that claimed a pooled sandbox.\n";
-    extra += "# TYPE skiff_pool_hits_total counter\n";
-    for (const auto& p : pools) {
-      extra +=
-          "skiff_pool_hits_total{image=\"" + LabelValue(p.image) + "\"} " + std::to_string(p.hits) + "\n";
-    }
-    extra += "# HELP skiff_pool_misses_total Creates of a pooled image that booted fresh.\n";
-    extra += "# TYPE skiff_pool_misses_total counter\n";
-    for (const auto& p : pools) {
-      extra +=
-          "skiff_pool_misses_total{image=\"" + LabelValue(p.image) + "\"} " + std::to_string(p.misses) + "\n";
-    }
-    extra += "# HELP skiff_pool_fill_failures_total Failed background boots of pooled sandboxes.\n";
-    extra += "# TYPE skiff_pool_fill_failures_total counter\n";
-    for (const auto& p : pools) {
-      extra += "skiff_pool_fill_failures_total{image=\"" + LabelValue(p.image) + "\"} " +
-               std::to_string(p.fill_failures) + "\n";
-    }
-    extra += "# HELP skiff_build_info Build facts; always 1.\n";
-    extra += "# TYPE skiff_build_info gauge\n";
-    extra += "skiff_build_info{version=\"" + LabelValue(Version()) + "\",isolation=\"" +
-             LabelValue(manager.default_isolation()) + "\"} 1\n";
-    return metrics.Render(extra);
-  }
+  std::string MetricsText() { return metrics.Render(SandboxGaugesText(sandboxes.Gauges(), Version())); }
 
   void ScheduleSweep() {
     sweep_timer.expires_after(std::chrono::seconds(15));
