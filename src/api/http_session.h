@@ -15,6 +15,7 @@
 
 #include "api/channel_session.h"
 #include "api/engine_session.h"
+#include "api/file_transfer.h"
 #include "api/otel_session.h"
 #include "api/router.h"
 #include "api/server_impl.h"
@@ -153,7 +154,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   void Close() {
     beast::error_code ec;
     if (no_drain_) {
-      if (up_reading_) {
+      if (up_.reading) {
         // Finish when the pending read returns.
         close_after_read_ = true;
         no_drain_ = false;
@@ -301,13 +302,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     if (!t.ok()) return SendError(t.error());
     auto ch = std::make_shared<Channel>(16);
     auto failure = std::make_shared<std::optional<Error>>();
-    dl_header_sent_ = false;
-    dl_sr_.reset();
-    dl_res_.reset();
     auto self = this->shared_from_this();
     std::string sid = t->first, path = t->second;
-    dl_ch_ = ch;
-    dl_failure_ = failure;
+    dl_.Begin(ch, failure);
     srv_.Blocking([self, ch, failure, sid, path]() {
       bool meta_sent = false;
       Status st = self->srv_.sandboxes.ReadFile(
@@ -340,15 +337,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   void PumpDownload() {
     Frame f;
     auto self = this->shared_from_this();
-    switch (dl_ch_->TryPop(&f)) {
+    switch (dl_.ch->TryPop(&f)) {
       case Channel::Pop::kEmpty:
-        dl_ch_->OnReadable(
+        dl_.ch->OnReadable(
             [self]() { net::post(self->stream_.get_executor(), [self]() { self->PumpDownload(); }); });
         return;
       case Channel::Pop::kAborted:
-        if (!dl_header_sent_) {
-          dl_ch_->ReaderGone();
-          if (*dl_failure_) return SendError(**dl_failure_);
+        if (!dl_.header_sent) {
+          dl_.ch->ReaderGone();
+          if (*dl_.failure) return SendError(**dl_.failure);
           return SendError(Error(Code::kS216, "fs i/o error: download failed"));
         }
         // Mid-transfer: cut the connection without the final chunk.
@@ -358,11 +355,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         }
         return;
       case Channel::Pop::kEof: {
-        if (!dl_header_sent_) {  // no meta: should not happen; answer cleanly
+        if (!dl_.header_sent) {  // no meta: should not happen; answer cleanly
           return SendError(Error(Code::kS216, "fs i/o error: no file metadata"));
         }
         net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
-          self->dl_ch_.reset();
+          self->dl_.ch.reset();
           if (ec || !self->keep_alive_) return self->Close();
           self->ReadHeader();
         });
@@ -373,21 +370,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     }
     if (!f.binary) {
       json meta = json::parse(f.data, nullptr, false);
-      dl_res_.emplace(http::status::ok, 11);
-      dl_res_->set(http::field::server, "skiffd/" + Version());
-      dl_res_->set(http::field::content_type, "application/octet-stream");
-      dl_res_->set("X-Skiff-Size", std::to_string(meta.value("size", uint64_t{0})));
-      dl_res_->set("X-Skiff-Mode", meta.value("mode", std::string("0000")));
-      dl_res_->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
-      dl_res_->keep_alive(keep_alive_);
-      dl_res_->chunked(true);
-      dl_sr_.emplace(*dl_res_);
-      http::async_write_header(stream_, *dl_sr_, [self](beast::error_code ec, size_t) {
+      dl_.res.emplace(http::status::ok, 11);
+      dl_.res->set(http::field::server, "skiffd/" + Version());
+      dl_.res->set(http::field::content_type, "application/octet-stream");
+      dl_.res->set("X-Skiff-Size", std::to_string(meta.value("size", uint64_t{0})));
+      dl_.res->set("X-Skiff-Mode", meta.value("mode", std::string("0000")));
+      dl_.res->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
+      dl_.res->keep_alive(keep_alive_);
+      dl_.res->chunked(true);
+      dl_.sr.emplace(*dl_.res);
+      http::async_write_header(stream_, *dl_.sr, [self](beast::error_code ec, size_t) {
         if (ec) {
-          self->dl_ch_->ReaderGone();
+          self->dl_.ch->ReaderGone();
           return self->Close();
         }
-        self->dl_header_sent_ = true;
+        self->dl_.header_sent = true;
         self->PumpDownload();
       });
       return;
@@ -396,7 +393,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     net::async_write(stream_, http::make_chunk(net::buffer(*data)),
                      [self, data](beast::error_code ec, size_t) {
                        if (ec) {
-                         self->dl_ch_->ReaderGone();
+                         self->dl_.ch->ReaderGone();
                          beast::error_code ignored;
                          self->stream_.socket().close(ignored);
                          return;
@@ -433,10 +430,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       return SendError(t.error());
     }
     auto ch = std::make_shared<Channel>(16);
-    up_ch_ = ch;
-    up_result_.reset();
-    up_done_ = false;
-    up_answered_ = false;
+    up_.Begin(ch);
     std::string sid = t->first, path = t->second;
     auto self = this->shared_from_this();
     // The call starts only after any 100-continue went out, so the early
@@ -462,68 +456,68 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         auto res = self->srv_.sandboxes.WriteFile(sid, path, mode, parents, src);
         ch->ReaderGone();
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
-          self->up_result_.emplace(std::move(res));
+          self->up_.result.emplace(std::move(res));
           self->MaybeFinishPut();
         });
       });
-      self->up_parser_.emplace(std::move(*self->hp_));
-      self->up_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-      self->up_buf_.resize(kChannelChunk);
+      self->up_.parser.emplace(std::move(*self->hp_));
+      self->up_.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      self->up_.buf.resize(kChannelChunk);
       self->ReadUpload();
     });
   }
 
   void ReadUpload() {
-    if (up_done_) return;
-    auto& p = *up_parser_;
+    if (up_.done) return;
+    auto& p = *up_.parser;
     if (p.is_done()) {
-      up_done_ = true;
-      up_ch_->CloseWrite();
+      up_.done = true;
+      up_.ch->CloseWrite();
       return MaybeFinishPut();
     }
-    p.get().body().data = up_buf_.data();
-    p.get().body().size = up_buf_.size();
+    p.get().body().data = up_.buf.data();
+    p.get().body().size = up_.buf.size();
     stream_.expires_after(kPutStall);
     auto self = this->shared_from_this();
-    up_reading_ = true;
+    up_.reading = true;
     http::async_read_some(stream_, buf_, p, [self](beast::error_code ec, size_t) {
-      self->up_reading_ = false;
+      self->up_.reading = false;
       self->stream_.expires_never();
-      if (self->up_answered_) {
+      if (self->up_.answered) {
         // Answered early; the connection is being torn down.
         if (self->close_after_read_) self->Close();
         return;
       }
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
-        self->up_done_ = true;
+        self->up_.done = true;
         self->keep_alive_ = false;
         if (ec == beast::error::timeout) {
-          self->up_ch_->Abort("no upload data for 30 s");
+          self->up_.ch->Abort("no upload data for 30 s");
         } else {
-          self->up_ch_->Abort("upload ended abnormally: " + ec.message());
+          self->up_.ch->Abort("upload ended abnormally: " + ec.message());
         }
         return self->MaybeFinishPut();
       }
-      size_t n = self->up_buf_.size() - self->up_parser_->get().body().size;
+      size_t n = self->up_.buf.size() - self->up_.parser->get().body().size;
       if (n == 0) return self->ReadUpload();
-      self->PushUpload(Frame{true, std::string(self->up_buf_.data(), n)});
+      self->PushUpload(Frame{true, std::string(self->up_.buf.data(), n)});
     });
   }
 
   void PushUpload(Frame f) {
-    switch (up_ch_->TryPush(std::move(f))) {
+    switch (up_.ch->TryPush(std::move(f))) {
       case Channel::Push::kOk:
         return ReadUpload();
       case Channel::Push::kClosed:
         // The writer side finished early (an error): stop reading the body.
-        up_done_ = true;
+        up_.done = true;
         keep_alive_ = false;
         return MaybeFinishPut();
       case Channel::Push::kFull: {
         auto self = this->shared_from_this();
         auto held = std::make_shared<Frame>(std::move(f));
-        up_ch_->OnWritable([self, held]() {
+        up_.ch->OnWritable([self, held]() {
           net::post(self->stream_.get_executor(), [self, held]() { self->PushUpload(std::move(*held)); });
         });
         return;
@@ -532,17 +526,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   }
 
   void MaybeFinishPut() {
-    if (!up_result_ || up_answered_) return;
-    if (!up_done_) {
+    if (!up_.result || up_.answered) return;
+    if (!up_.done) {
       // The call ended before the body did (e.g. S002): answer now and drop
       // the connection rather than read the rest.
       keep_alive_ = false;
-      up_done_ = true;
+      up_.done = true;
     }
-    up_answered_ = true;
-    auto res = std::move(*up_result_);
-    up_result_.reset();
-    if (up_reading_) {
+    up_.answered = true;
+    auto res = std::move(*up_.result);
+    up_.result.reset();
+    if (up_.reading) {
       // A body read is still pending: answer, then close once it returns
       // (never two reads at once on the stream).
       no_drain_ = true;
@@ -594,20 +588,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   std::map<std::string, std::string> query_;
   RouteMatch route_;
   bool keep_alive_ = true;
-  // download
-  std::shared_ptr<Channel> dl_ch_;
-  std::shared_ptr<std::optional<Error>> dl_failure_;
-  std::optional<http::response<http::empty_body>> dl_res_;
-  std::optional<http::response_serializer<http::empty_body>> dl_sr_;
-  bool dl_header_sent_ = false;
-  // upload
-  std::shared_ptr<Channel> up_ch_;
-  std::optional<http::request_parser<http::buffer_body>> up_parser_;
-  std::vector<char> up_buf_;
-  std::optional<Result<json>> up_result_;
-  bool up_done_ = false;
-  bool up_answered_ = false;
-  bool up_reading_ = false;
+  FileDownload dl_;
+  FileUpload up_;
   bool no_drain_ = false;
   bool close_after_read_ = false;
 };
