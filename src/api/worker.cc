@@ -10,6 +10,7 @@
 #include <deque>
 
 #include "api/http_util.h"
+#include "api/iii_codec.h"
 #include "base/log.h"
 #include "base/text.h"
 
@@ -173,24 +174,10 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     struct utsname u;
     std::string os = "linux";
     if (::uname(&u) == 0) os = std::string(u.sysname) + " " + u.machine;
-    Send(Dump({{"type", "invokefunction"},
-               {"invocation_id", nullptr},
-               {"function_id", "engine::workers::register"},
-               {"data",
-                {{"runtime", "cpp"},
-                 {"version", SKIFF_VERSION},
-                 {"name", "iii-sandbox"},
-                 {"description", "skiff: sandboxes for untrusted code"},
-                 {"os", os},
-                 {"pid", ::getpid()}}},
-               {"action", {{"type", "void"}}}}));
+    Send(iii::RegisterWorker(SKIFF_VERSION, os, ::getpid()));
     for (const auto& f : Functions()) {
       if (f.internal) continue;
-      Send(Dump({{"type", "registerfunction"},
-                 {"id", f.id},
-                 {"description", f.description},
-                 {"request_format", f.request_schema},
-                 {"response_format", f.response_schema}}));
+      Send(iii::RegisterFunction(f));
     }
   }
 
@@ -201,16 +188,12 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       return;
     }
     json& m = *parsed;
-    std::string type = m.value("type", json("")).is_string() ? m.value("type", std::string()) : "";
+    std::string type = iii::MessageType(m);
     if (type == "workerregistered") {
       std::string old_id = worker_id, old_token = reattach_token;
       worker_id = m.value("worker_id", std::string());
       reattach_token = m.value("reattach_token", std::string());
-      if (!old_id.empty()) {
-        Send(Dump({{"type", "reattach"},
-                   {"previous_worker_id", old_id},
-                   {"reattach_token", old_token}}));
-      }
+      if (!old_id.empty()) Send(iii::Reattach(old_id, old_token));
       up = false;
       Register();
       up = true;
@@ -223,34 +206,28 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
                        << " is owned by worker " << m.value("owner_worker_id", json("")).dump();
       if (hooks.rejected) hooks.rejected();
     } else if (type == "ping") {
-      Send(R"({"type":"pong"})");
+      Send(iii::Pong());
     }
     // invocationresult, pong and everything else: nothing to do.
   }
 
   void Invoke(json& m) {
-    if (!m.contains("function_id") || !m["function_id"].is_string()) return;
-    std::string fid = m["function_id"];
-    json inv_id = m.contains("invocation_id") ? m["invocation_id"] : json(nullptr);
-    bool reply = !inv_id.is_null();
-    json data = m.contains("data") ? std::move(m["data"]) : json::object();
+    auto req = iii::DecodeInvoke(m);
+    if (!req) return;
+    bool reply = req->wants_reply();
+    if (req->action == iii::Action::kEnqueue) {
+      // Same answer as the engine session on "/" (spec §8.2).
+      if (reply) Send(iii::EncodeError(req->invocation_id, req->function_id, iii::EnqueueRefused()));
+      return;
+    }
     auto self = shared_from_this();
     uint64_t gen = generation;
-    hooks.run_blocking([self, fid, inv_id, reply, gen, data = std::move(data)]() {
-      Invocation inv = self->hooks.call(fid, data);
+    hooks.run_blocking([self, reply, gen, req = std::move(*req)]() mutable {
+      Invocation inv = self->hooks.call(req.function_id, req.data);
       if (!reply) return;
-      json outm = {{"type", "invocationresult"}, {"invocation_id", inv_id}, {"function_id", fid}};
-      if (inv.result) {
-        outm["result"] = std::move(*inv.result);
-      } else if (inv.error) {
-        outm["error"] = {{"code", "invocation_failed"},
-                         {"message", "handler error: " + Dump(self->hooks.error_body(*inv.error))}};
-      } else if (inv.engine_error) {
-        outm["error"] = std::move(*inv.engine_error);
-      } else {
-        outm["result"] = nullptr;
-      }
-      net::post(self->ioc, [self, gen, s = Dump(outm)]() mutable {
+      std::string out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
+                                              self->hooks.error_body);
+      net::post(self->ioc, [self, gen, s = std::move(out)]() mutable {
         if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
       });
     });

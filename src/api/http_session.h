@@ -1,0 +1,597 @@
+// One HTTP connection: header read, auth, routing through the route table,
+// the function endpoints, /v1/sandboxes/{id}/files streams and the WebSocket
+// upgrades that hand the connection to a WebSocket session.
+#pragma once
+
+#include <array>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/channel_session.h"
+#include "api/engine_session.h"
+#include "api/file_transfer.h"
+#include "api/otel_session.h"
+#include "api/router.h"
+#include "api/server_impl.h"
+#include "base/text.h"
+
+namespace skiff::api {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using json = nlohmann::json;
+
+template <class Protocol>
+class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
+  using Stream = beast::basic_stream<Protocol>;
+
+ public:
+  HttpSession(Server::Impl& srv, typename Protocol::socket&& sock) : srv_(srv), stream_(std::move(sock)) {}
+
+  void Start() { ReadHeader(); }
+
+ private:
+  void ReadHeader() {
+    hp_.emplace();
+    hp_->header_limit(64 * 1024);
+    hp_->body_limit(std::numeric_limits<std::uint64_t>::max());  // each route sets its own limit
+    stream_.expires_after(kHeaderDeadline);
+    auto self = this->shared_from_this();
+    http::async_read_header(stream_, buf_, *hp_,
+                            [self](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+          ec == net::error::operation_aborted || ec == net::error::eof ||
+          ec == net::error::connection_reset) {
+        return Close();
+      }
+      keep_alive_ = false;
+      return SendJson(http::status::bad_request,
+                      {{"code", "bad_request"}, {"message", "malformed HTTP request: " + ec.message()}});
+    }
+    stream_.expires_never();
+    auto& req = hp_->get();
+    keep_alive_ = req.keep_alive();
+    auto target = SplitTarget(std::string_view(req.target().data(), req.target().size()));
+    if (!target) {
+      return SendError(http::status::bad_request, InvalidRequest("malformed request target"));
+    }
+    auto query = ParseQuery(target->query);
+    if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
+    query_ = std::move(*query);
+    Dispatch d = RouteRequest(req.method(), target->path);
+    route_ = RouteMatch{d.route, d.param};
+    std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
+    bool is_health = d.outcome == Dispatch::Outcome::kFound && d.handler == Handler::kHealthz;
+    bool upgrade = websocket::is_upgrade(req);
+    if (!is_health && !srv_.Authorized(auth, upgrade ? &query_ : nullptr)) {
+      auto res = MakeJson(
+          http::status::unauthorized,
+          {{"code", "unauthorized"}, {"message", "missing or wrong bearer token (Authorization: Bearer …)"}});
+      res->set(http::field::www_authenticate, "Bearer");
+      keep_alive_ = false;
+      return Write(res);
+    }
+    if (d.outcome == Dispatch::Outcome::kNotFound) {
+      return SendJson(http::status::not_found,
+                      {{"code", "not_found"}, {"message", "no such endpoint: " + target->path}});
+    }
+    if (d.outcome == Dispatch::Outcome::kMethodNotAllowed) {
+      auto res =
+          MakeJson(http::status::method_not_allowed,
+                   {{"code", "method_not_allowed"},
+                    {"message", std::string(req.method_string()) + " is not allowed here; use " + d.allow}});
+      res->set(http::field::allow, d.allow);
+      keep_alive_ = false;  // an unread body may follow
+      return Write(res);
+    }
+    switch (d.handler) {
+      case Handler::kUpgrade:
+        if (!upgrade) {
+          return SendJson(http::status::upgrade_required,
+                          {{"code", "upgrade_required"}, {"message", "this endpoint speaks WebSocket"}});
+        }
+        return Upgrade(route_);
+      case Handler::kHealthz: {
+        json h = srv_.Health();
+        return SendJson(h["status"] == "ok" ? http::status::ok : http::status::service_unavailable, h);
+      }
+      case Handler::kMetrics: {
+        auto res = std::make_shared<http::response<http::string_body>>(http::status::ok, req.version());
+        res->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        res->body() = srv_.MetricsText();
+        return Write(res);
+      }
+      case Handler::kFunctionList:
+        return FunctionList();
+      case Handler::kFunctionInfo:
+        return FunctionInfo(route_.param);
+      case Handler::kFunctionCall:
+        return ReadCallBody();
+      case Handler::kFileGet:
+        return FileGet();
+      case Handler::kFilePut:
+        return FilePut();
+    }
+    return Close();
+  }
+
+  // ---------------------------------------------------------- responses
+
+  std::shared_ptr<http::response<http::string_body>> MakeJson(http::status st, const json& body) {
+    auto res = std::make_shared<http::response<http::string_body>>(st, 11);
+    res->set(http::field::server, "skiffd/" + Version());
+    res->set(http::field::content_type, "application/json");
+    res->body() = Dump(body);
+    return res;
+  }
+  void SendJson(http::status st, const json& body) { Write(MakeJson(st, body)); }
+  void SendJsonStatus(int st, const json& body) { Write(MakeJson(static_cast<http::status>(st), body)); }
+  void SendError(http::status st, const Error& e) { SendJson(st, srv_.ErrorBody(e)); }
+  void SendError(const Error& e) { SendJsonStatus(HttpStatus(e.code()), srv_.ErrorBody(e)); }
+
+  void Write(std::shared_ptr<http::response<http::string_body>> res) {
+    res->keep_alive(keep_alive_);
+    res->prepare_payload();
+    auto self = this->shared_from_this();
+    http::async_write(stream_, *res, [self, res](beast::error_code ec, size_t) {
+      if (ec || !self->keep_alive_) return self->Close();
+      self->ReadHeader();
+    });
+  }
+
+  void Close() {
+    beast::error_code ec;
+    if (no_drain_) {
+      if (up_.reading) {
+        // Finish when the pending read returns.
+        close_after_read_ = true;
+        no_drain_ = false;
+        stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
+        return;
+      }
+      stream_.socket().close(ec);
+      return;
+    }
+    stream_.socket().shutdown(Protocol::socket::shutdown_send, ec);
+    // Drain what the client still sends for a moment so the kernel does not
+    // answer it with a reset that would destroy our response in flight.
+    auto self = this->shared_from_this();
+    auto drain = std::make_shared<std::array<char, 16384>>();
+    stream_.expires_after(std::chrono::seconds(2));
+    DrainLoop(drain, 0);
+  }
+  void DrainLoop(std::shared_ptr<std::array<char, 16384>> drain, size_t total) {
+    auto self = this->shared_from_this();
+    stream_.async_read_some(net::buffer(*drain), [self, drain, total](beast::error_code ec, size_t n) {
+      if (ec || total + n > (64u << 20)) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->DrainLoop(drain, total + n);
+    });
+  }
+
+  void Invocation2Response(Invocation inv) {
+    int st = inv.http_status();
+    if (inv.result) return SendJsonStatus(200, *inv.result);
+    if (inv.error) return SendJsonStatus(st, srv_.ErrorBody(*inv.error));
+    if (inv.engine_error) return SendJsonStatus(st, *inv.engine_error);
+    SendJsonStatus(200, nullptr);
+  }
+
+  // Runs a call on the pool and answers on the event loop.
+  void CallAsync(std::string id, json payload) {
+    auto self = this->shared_from_this();
+    srv_.Blocking([self, id = std::move(id), payload = std::move(payload)]() {
+      Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker);
+      net::post(self->stream_.get_executor(),
+                [self, inv = std::move(inv)]() mutable { self->Invocation2Response(std::move(inv)); });
+    });
+  }
+
+  // ---------------------------------------------------------- functions
+
+  void FunctionList() {
+    json p = json::object();
+    if (auto it = query_.find("prefix"); it != query_.end()) p["prefix"] = it->second;
+    if (auto it = query_.find("search"); it != query_.end()) p["search"] = it->second;
+    if (auto it = query_.find("include_internal"); it != query_.end()) {
+      p["include_internal"] = it->second == "true" || it->second == "1";
+    }
+    CallAsync("engine::functions::list", std::move(p));
+  }
+
+  void FunctionInfo(const std::string& id) {
+    if (!FindFunction(id)) return NotProvided(id);
+    CallAsync("engine::functions::info", json{{"function_id", id}});
+  }
+
+  void NotProvided(const std::string& id) {
+    SendJson(http::status::not_found,
+             {{"code", "function_not_found"}, {"message", "function '" + id + "' is not provided by skiff"}});
+  }
+
+  void MaybeContinue(std::function<void()> next) {
+    auto& req = hp_->get();
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      auto res = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      auto self = this->shared_from_this();
+      http::async_write(stream_, *res, [self, res, next](beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        next();
+      });
+      return;
+    }
+    next();
+  }
+
+  void ReadCallBody() {
+    auto& req = hp_->get();
+    if (auto cl = hp_->content_length(); cl && *cl > kMaxPayloadBytes) {
+      return TooLarge();
+    }
+    (void)req;
+    auto self = this->shared_from_this();
+    MaybeContinue([self]() {
+      self->bp_.emplace(std::move(*self->hp_));
+      self->bp_->body_limit(kMaxPayloadBytes);
+      self->stream_.expires_after(std::chrono::seconds(120));
+      http::async_read(self->stream_, self->buf_, *self->bp_,
+                       [self](beast::error_code ec, size_t) { self->OnCallBody(ec); });
+    });
+  }
+
+  void TooLarge() {
+    keep_alive_ = false;
+    SendJson(http::status::payload_too_large,
+             srv_.ErrorBody(InvalidRequest("payload exceeds the 32 MiB limit")));
+  }
+
+  void OnCallBody(beast::error_code ec) {
+    stream_.expires_never();
+    if (ec == http::error::body_limit) return TooLarge();
+    if (ec) {
+      keep_alive_ = false;
+      if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof) {
+        return Close();
+      }
+      return SendError(http::status::bad_request,
+                       InvalidRequest("payload could not be read: " + ec.message()));
+    }
+    std::string body = std::move(bp_->get().body());
+    keep_alive_ = bp_->get().keep_alive();
+    std::string id = route_.param;
+    bp_.reset();
+    if (!FindFunction(id)) return NotProvided(id);
+    auto payload = ParsePayload(body);
+    body.clear();
+    body.shrink_to_fit();
+    if (!payload.ok()) return SendError(http::status::bad_request, payload.error());
+    CallAsync(std::move(id), std::move(*payload));
+  }
+
+  // ---------------------------------------------------------- files
+
+  // Shared request-only checks for GET/PUT files (spec §1.3 steps 1–3).
+  Result<std::pair<std::string, std::string>> FileTarget() {
+    auto sid = CanonicalUuid(route_.param);
+    auto it = query_.find("path");
+    if (it == query_.end()) return InvalidRequest("missing required field 'path' (expected string)");
+    const std::string& path = it->second;
+    if (path.empty()) return InvalidRequest("path: must not be empty");
+    if (path.find('\0') != std::string::npos) return InvalidRequest("path: contains a NUL byte");
+    if (!sid) return InvalidRequest("sandbox_id: not a UUID: " + route_.param);
+    return std::make_pair(*sid, path);
+  }
+
+  void FileGet() {
+    auto t = FileTarget();
+    if (!t.ok()) return SendError(t.error());
+    auto ch = std::make_shared<Channel>(16);
+    auto failure = std::make_shared<std::optional<Error>>();
+    auto self = this->shared_from_this();
+    std::string sid = t->first, path = t->second;
+    dl_.Begin(ch, failure);
+    srv_.Blocking([self, ch, failure, sid, path]() {
+      bool meta_sent = false;
+      Status st = self->srv_.sandboxes.ReadFile(
+          sid, path,
+          [&](const FsReadMeta& m) {
+            json meta = {{"size", m.size}, {"mode", m.mode}, {"mtime", m.mtime}};
+            meta_sent = ch->PushBlocking(Frame{false, Dump(meta)}).ok();
+          },
+          [&](std::string_view bytes) -> bool {
+            while (!bytes.empty()) {
+              size_t n = std::min(bytes.size(), kChannelChunk);
+              if (!ch->PushBlocking(Frame{true, std::string(bytes.substr(0, n))}).ok()) {
+                return false;
+              }
+              bytes.remove_prefix(n);
+            }
+            return true;
+          });
+      if (st.ok()) {
+        ch->CloseWrite();
+      } else {
+        *failure = st.error();
+        ch->Abort(st.error().message());
+      }
+      (void)meta_sent;
+    });
+    PumpDownload();
+  }
+
+  void PumpDownload() {
+    Frame f;
+    auto self = this->shared_from_this();
+    switch (dl_.ch->TryPop(&f)) {
+      case Channel::Pop::kEmpty:
+        dl_.ch->OnReadable(
+            [self]() { net::post(self->stream_.get_executor(), [self]() { self->PumpDownload(); }); });
+        return;
+      case Channel::Pop::kAborted:
+        if (!dl_.header_sent) {
+          dl_.ch->ReaderGone();
+          if (*dl_.failure) return SendError(**dl_.failure);
+          return SendError(Error(Code::kS216, "fs i/o error: download failed"));
+        }
+        // Mid-transfer: cut the connection without the final chunk.
+        {
+          beast::error_code ec;
+          stream_.socket().close(ec);
+        }
+        return;
+      case Channel::Pop::kEof: {
+        if (!dl_.header_sent) {  // no meta: should not happen; answer cleanly
+          return SendError(Error(Code::kS216, "fs i/o error: no file metadata"));
+        }
+        net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
+          self->dl_.ch.reset();
+          if (ec || !self->keep_alive_) return self->Close();
+          self->ReadHeader();
+        });
+        return;
+      }
+      case Channel::Pop::kFrame:
+        break;
+    }
+    if (!f.binary) {
+      json meta = json::parse(f.data, nullptr, false);
+      dl_.res.emplace(http::status::ok, 11);
+      dl_.res->set(http::field::server, "skiffd/" + Version());
+      dl_.res->set(http::field::content_type, "application/octet-stream");
+      dl_.res->set("X-Skiff-Size", std::to_string(meta.value("size", uint64_t{0})));
+      dl_.res->set("X-Skiff-Mode", meta.value("mode", std::string("0000")));
+      dl_.res->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
+      dl_.res->keep_alive(keep_alive_);
+      dl_.res->chunked(true);
+      dl_.sr.emplace(*dl_.res);
+      http::async_write_header(stream_, *dl_.sr, [self](beast::error_code ec, size_t) {
+        if (ec) {
+          self->dl_.ch->ReaderGone();
+          return self->Close();
+        }
+        self->dl_.header_sent = true;
+        self->PumpDownload();
+      });
+      return;
+    }
+    auto data = std::make_shared<std::string>(std::move(f.data));
+    net::async_write(stream_, http::make_chunk(net::buffer(*data)),
+                     [self, data](beast::error_code ec, size_t) {
+                       if (ec) {
+                         self->dl_.ch->ReaderGone();
+                         beast::error_code ignored;
+                         self->stream_.socket().close(ignored);
+                         return;
+                       }
+                       self->PumpDownload();
+                     });
+  }
+
+  void FilePut() {
+    auto t = FileTarget();
+    uint32_t mode = 0644;
+    bool parents = false;
+    if (t.ok()) {
+      if (auto it = query_.find("parents"); it != query_.end()) {
+        if (it->second == "true")
+          parents = true;
+        else if (it->second == "false")
+          parents = false;
+        else
+          t = InvalidRequest("parents: expected true or false, got " + it->second);
+      }
+    }
+    if (t.ok()) {
+      if (auto it = query_.find("mode"); it != query_.end()) {
+        auto m = ParseModeString(it->second);
+        if (!m)
+          t = Error(Code::kS210, "invalid octal mode: " + it->second);
+        else
+          mode = *m;
+      }
+    }
+    if (!t.ok()) {
+      keep_alive_ = false;  // the body stays unread
+      return SendError(t.error());
+    }
+    auto ch = std::make_shared<Channel>(16);
+    up_.Begin(ch);
+    std::string sid = t->first, path = t->second;
+    auto self = this->shared_from_this();
+    // The call starts only after any 100-continue went out, so the early
+    // error answer of a failing call never overlaps another write.
+    MaybeContinue([self, ch, sid, path, mode, parents]() {
+      self->srv_.Blocking([self, ch, sid, path, mode, parents]() {
+        struct Guard {
+          std::shared_ptr<Channel> ch;
+          ~Guard() { ch->ReaderGone(); }
+        } guard{ch};
+        ByteSource src = [ch]() -> Result<std::string> {
+          while (true) {
+            auto r = ch->PopBlocking(kPutStall);
+            if (!r.ok()) {
+              Error e = std::move(r).error();
+              return Error(Code::kS218, e.message());
+            }
+            if (!r->has_value()) return std::string();
+            if ((*r)->data.empty()) continue;
+            return std::move((*r)->data);
+          }
+        };
+        auto res = self->srv_.sandboxes.WriteFile(sid, path, mode, parents, src);
+        ch->ReaderGone();
+        net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+          self->up_.result.emplace(std::move(res));
+          self->MaybeFinishPut();
+        });
+      });
+      self->up_.parser.emplace(std::move(*self->hp_));
+      self->up_.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      self->up_.buf.resize(kChannelChunk);
+      self->ReadUpload();
+    });
+  }
+
+  void ReadUpload() {
+    if (up_.done) return;
+    auto& p = *up_.parser;
+    if (p.is_done()) {
+      up_.done = true;
+      up_.ch->CloseWrite();
+      return MaybeFinishPut();
+    }
+    p.get().body().data = up_.buf.data();
+    p.get().body().size = up_.buf.size();
+    stream_.expires_after(kPutStall);
+    auto self = this->shared_from_this();
+    up_.reading = true;
+    http::async_read_some(stream_, buf_, p, [self](beast::error_code ec, size_t) {
+      self->up_.reading = false;
+      self->stream_.expires_never();
+      if (self->up_.answered) {
+        // Answered early; the connection is being torn down.
+        if (self->close_after_read_) self->Close();
+        return;
+      }
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        self->up_.done = true;
+        self->keep_alive_ = false;
+        if (ec == beast::error::timeout) {
+          self->up_.ch->Abort("no upload data for 30 s");
+        } else {
+          self->up_.ch->Abort("upload ended abnormally: " + ec.message());
+        }
+        return self->MaybeFinishPut();
+      }
+      size_t n = self->up_.buf.size() - self->up_.parser->get().body().size;
+      if (n == 0) return self->ReadUpload();
+      self->PushUpload(Frame{true, std::string(self->up_.buf.data(), n)});
+    });
+  }
+
+  void PushUpload(Frame f) {
+    switch (up_.ch->TryPush(std::move(f))) {
+      case Channel::Push::kOk:
+        return ReadUpload();
+      case Channel::Push::kClosed:
+        // The writer side finished early (an error): stop reading the body.
+        up_.done = true;
+        keep_alive_ = false;
+        return MaybeFinishPut();
+      case Channel::Push::kFull: {
+        auto self = this->shared_from_this();
+        auto held = std::make_shared<Frame>(std::move(f));
+        up_.ch->OnWritable([self, held]() {
+          net::post(self->stream_.get_executor(), [self, held]() { self->PushUpload(std::move(*held)); });
+        });
+        return;
+      }
+    }
+  }
+
+  void MaybeFinishPut() {
+    if (!up_.result || up_.answered) return;
+    if (!up_.done) {
+      // The call ended before the body did (e.g. S002): answer now and drop
+      // the connection rather than read the rest.
+      keep_alive_ = false;
+      up_.done = true;
+    }
+    up_.answered = true;
+    auto res = std::move(*up_.result);
+    up_.result.reset();
+    if (up_.reading) {
+      // A body read is still pending: answer, then close once it returns
+      // (never two reads at once on the stream).
+      no_drain_ = true;
+    }
+    if (res.ok()) return SendJson(http::status::ok, *res);
+    SendError(res.error());
+  }
+
+  // ---------------------------------------------------------- upgrades
+
+  void Upgrade(const RouteMatch& rm) {
+    http::request<http::empty_body> req = hp_->release();
+    if (rm.route == Route::kEngine) {
+      if (srv_.config.engine_url) {
+        return SendJson(
+            http::status::not_found,
+            {{"code", "not_found"}, {"message", "worker mode: the engine protocol is served by the engine"}});
+      }
+      auto s = std::make_shared<EngineSession<Protocol>>(srv_, std::move(stream_));
+      return s->Accept(std::move(req));
+    }
+    if (rm.route == Route::kOtel) {
+      auto s = std::make_shared<DiscardSession<Protocol>>(srv_, std::move(stream_));
+      return s->Accept(std::move(req));
+    }
+    auto key = query_.count("key") ? query_["key"] : "";
+    auto dir = query_.count("dir") ? query_["dir"] : "";
+    auto att = srv_.broker.Attach(rm.param, key, dir);
+    if (att.http_status != 200) {
+      const char* what = att.http_status == 400   ? "dir must be read or write"
+                         : att.http_status == 409 ? "that side of the channel is already attached"
+                                                  : "unknown channel or wrong key";
+      keep_alive_ = false;
+      return SendJsonStatus(att.http_status, {{"code", att.http_status == 409   ? "conflict"
+                                                       : att.http_status == 400 ? "bad_request"
+                                                                                : "not_found"},
+                                              {"message", what}});
+    }
+    auto s =
+        std::make_shared<ChannelSession<Protocol>>(srv_, std::move(stream_), att.channel, dir == "write");
+    s->Accept(std::move(req));
+  }
+
+  Server::Impl& srv_;
+  Stream stream_;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::empty_body>> hp_;
+  std::optional<http::request_parser<http::string_body>> bp_;
+  std::map<std::string, std::string> query_;
+  RouteMatch route_;
+  bool keep_alive_ = true;
+  FileDownload dl_;
+  FileUpload up_;
+  bool no_drain_ = false;
+  bool close_after_read_ = false;
+};
+
+}  // namespace skiff::api

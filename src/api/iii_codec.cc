@@ -1,0 +1,114 @@
+#include "api/iii_codec.h"
+
+#include "api/http_util.h"
+
+namespace skiff::api::iii {
+
+using json = nlohmann::json;
+
+std::string MessageType(const json& m) {
+  return m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+}
+
+bool IsTelemetryFrame(std::string_view frame, bool binary) {
+  if (!binary || frame.size() < 4) return false;
+  std::string_view pre = frame.substr(0, 4);
+  return pre == "OTLP" || pre == "MTRC" || pre == "LOGS";
+}
+
+std::optional<InvokeRequest> DecodeInvoke(json& m) {
+  if (!m.is_object() || !m.contains("function_id") || !m["function_id"].is_string()) {
+    return std::nullopt;
+  }
+  InvokeRequest r;
+  r.function_id = m["function_id"].get<std::string>();
+  r.invocation_id = m.contains("invocation_id") ? m["invocation_id"] : json(nullptr);
+  if (m.contains("action") && m["action"].is_object()) {
+    json type = m["action"].value("type", json(""));
+    if (type == json("void"))
+      r.action = Action::kVoid;
+    else if (type == json("enqueue"))
+      r.action = Action::kEnqueue;
+  }
+  r.foreign_namespace =
+      m.contains("namespace") && !m["namespace"].is_null() && m["namespace"] != json("default");
+  r.data = m.contains("data") ? std::move(m["data"]) : json::object();
+  return r;
+}
+
+std::string EncodeResult(const json& invocation_id, const std::string& function_id, json result) {
+  return Dump({{"type", "invocationresult"},
+               {"invocation_id", invocation_id},
+               {"function_id", function_id},
+               {"result", std::move(result)}});
+}
+
+std::string EncodeError(const json& invocation_id, const std::string& function_id, json error) {
+  return Dump({{"type", "invocationresult"},
+               {"invocation_id", invocation_id},
+               {"function_id", function_id},
+               {"error", std::move(error)}});
+}
+
+std::string EncodeInvocation(const json& invocation_id, const std::string& function_id, Invocation inv,
+                             const std::function<json(const Error&)>& error_body) {
+  if (inv.result) return EncodeResult(invocation_id, function_id, std::move(*inv.result));
+  if (inv.error) {
+    return EncodeError(
+        invocation_id, function_id,
+        {{"code", "invocation_failed"}, {"message", "handler error: " + Dump(error_body(*inv.error))}});
+  }
+  if (inv.engine_error) return EncodeError(invocation_id, function_id, std::move(*inv.engine_error));
+  return EncodeResult(invocation_id, function_id, nullptr);
+}
+
+json EnqueueRefused() {
+  return {{"code", "enqueue_error"}, {"message", "queues are not supported by skiff"}};
+}
+
+json FunctionNotFound(const std::string& function_id) {
+  return {{"code", "function_not_found"},
+          {"message", "function '" + function_id + "' is not provided by skiff"}};
+}
+
+std::string Pong() { return R"({"type":"pong"})"; }
+
+std::string WorkerRegistered(const std::string& worker_id, const std::string& reattach_token) {
+  return Dump({{"type", "workerregistered"}, {"worker_id", worker_id}, {"reattach_token", reattach_token}});
+}
+
+std::string TriggerRegistrationResult(const json& m) {
+  return Dump({{"type", "triggerregistrationresult"},
+               {"id", m.value("id", json(nullptr))},
+               {"trigger_type", m.value("trigger_type", json(nullptr))},
+               {"function_id", m.value("function_id", json(nullptr))}});
+}
+
+std::string RegisterWorker(const std::string& version, const std::string& os, long pid) {
+  return Dump({{"type", "invokefunction"},
+               {"invocation_id", nullptr},
+               {"function_id", "engine::workers::register"},
+               {"data",
+                {{"runtime", "cpp"},
+                 {"version", version},
+                 {"name", "iii-sandbox"},
+                 {"description", "skiff: sandboxes for untrusted code"},
+                 {"os", os},
+                 {"pid", pid}}},
+               {"action", {{"type", "void"}}}});
+}
+
+std::string RegisterFunction(const FunctionDef& f) {
+  return Dump({{"type", "registerfunction"},
+               {"id", f.id},
+               {"description", f.description},
+               {"request_format", f.request_schema},
+               {"response_format", f.response_schema}});
+}
+
+std::string Reattach(const std::string& previous_worker_id, const std::string& reattach_token) {
+  return Dump(
+      {{"type", "reattach"}, {"previous_worker_id", previous_worker_id}, {"reattach_token", reattach_token}});
+}
+
+}  // namespace skiff::api::iii

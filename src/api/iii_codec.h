@@ -1,0 +1,69 @@
+// The iii engine WebSocket protocol's messages (spec §8.2, §8.5): decoding
+// what a peer sends and encoding what skiff answers. Shared by the engine
+// session skiffd serves on "/" and by worker mode, which speaks the same
+// messages over a connection it opens itself. No I/O here.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "functions/registry.h"
+
+namespace skiff::api::iii {
+
+// `action.type` of an invokefunction.
+enum class Action { kNone, kVoid, kEnqueue };
+
+// A decoded invokefunction.
+struct InvokeRequest {
+  std::string function_id;
+  nlohmann::json invocation_id;  // null when absent
+  Action action = Action::kNone;
+  // `namespace` is present, not null and not "default".
+  bool foreign_namespace = false;
+  nlohmann::json data;  // absent `data` = {}
+
+  // A result goes back only for a non-null invocation_id and a non-void action.
+  bool wants_reply() const { return !invocation_id.is_null() && action != Action::kVoid; }
+};
+
+// The `type` of a message; "" when absent or not a string.
+std::string MessageType(const nlohmann::json& m);
+
+// Binary frames that carry telemetry (OTLP, MTRC, LOGS prefixes), discarded.
+bool IsTelemetryFrame(std::string_view frame, bool binary);
+
+// Decodes an invokefunction, moving `data` out of `m`. nullopt when
+// `function_id` is absent or not a string.
+std::optional<InvokeRequest> DecodeInvoke(nlohmann::json& m);
+
+// invocationresult carrying `result` / `error`.
+std::string EncodeResult(const nlohmann::json& invocation_id, const std::string& function_id,
+                         nlohmann::json result);
+std::string EncodeError(const nlohmann::json& invocation_id, const std::string& function_id,
+                        nlohmann::json error);
+// invocationresult of a finished call. An S-code error becomes
+// invocation_failed "handler error: <compact §5.1 object>", the object built
+// by `error_body`.
+std::string EncodeInvocation(const nlohmann::json& invocation_id, const std::string& function_id,
+                             Invocation inv, const std::function<nlohmann::json(const Error&)>& error_body);
+
+// `error` bodies of §8.2.
+nlohmann::json EnqueueRefused();
+nlohmann::json FunctionNotFound(const std::string& function_id);
+
+std::string Pong();
+std::string WorkerRegistered(const std::string& worker_id, const std::string& reattach_token);
+// Answer to a registertrigger (accepted; the trigger never fires).
+std::string TriggerRegistrationResult(const nlohmann::json& registertrigger);
+
+// Worker mode, skiffd -> engine.
+std::string RegisterWorker(const std::string& version, const std::string& os, long pid);
+std::string RegisterFunction(const FunctionDef& f);
+std::string Reattach(const std::string& previous_worker_id, const std::string& reattach_token);
+
+}  // namespace skiff::api::iii

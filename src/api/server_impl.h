@@ -1,0 +1,151 @@
+// The server's shared state (Server::Impl): the event loop, the blocking pool,
+// the channel broker, metrics and the calls every transport makes. Internal
+// to api/; the sessions hold a reference to it.
+#pragma once
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/channels.h"
+#include "api/http_util.h"
+#include "api/metrics.h"
+#include "api/metrics_text.h"
+#include "api/sandbox_access.h"
+#include "api/server.h"
+#include "api/worker.h"
+#include "base/log.h"
+#include "functions/registry.h"
+
+namespace skiff::api {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+using json = nlohmann::json;
+
+using tcp = net::ip::tcp;
+using unix_sock = net::local::stream_protocol;
+
+inline constexpr auto kHeaderDeadline = std::chrono::seconds(10);
+inline constexpr auto kPutStall = std::chrono::seconds(30);
+inline constexpr size_t kPoolThreads = 128;
+inline constexpr size_t kMaxWsOutBytes = 256u << 20;  // a client that never reads is cut off
+// Invocations one engine connection may have running; beyond it the socket is
+// not read until some finish, so a flood cannot queue unbounded work.
+inline constexpr size_t kMaxWsInFlight = 1024;
+
+inline std::string ResultLabel(const Invocation& inv) {
+  if (inv.result) return "ok";
+  if (inv.error) return std::string(CodeName(inv.error->code()));
+  if (inv.engine_error && inv.engine_error->contains("code") && (*inv.engine_error)["code"].is_string()) {
+    return (*inv.engine_error)["code"].get<std::string>();
+  }
+  return "error";
+}
+
+struct Server::Impl {
+  Impl(SandboxManager& m, Config c)
+      : manager(m),
+        sandboxes(m),
+        config(std::move(c)),
+        ioc(1),
+        pool(kPoolThreads),
+        broker([this](std::function<void()> f) { net::post(pool, std::move(f)); }),
+        sweep_timer(ioc) {}
+
+  SandboxManager& manager;  // function calls (CallContext) and the server's own setup
+  SandboxAccess sandboxes;  // files, /metrics, /healthz
+  Config config;
+  net::io_context ioc;
+  net::thread_pool pool;
+  Broker broker;
+  Metrics metrics;
+  std::optional<tcp::acceptor> tcp_acceptor;
+  std::optional<unix_sock::acceptor> unix_acceptor;
+  net::steady_timer sweep_timer;
+  std::optional<std::string> accel;  // "kvm" | "tcg" | nullopt
+  std::atomic<bool> stopping{false};
+  std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
+  std::function<void()> on_rejected;   // worker registration rejected
+
+  template <class F>
+  void Blocking(F&& f) {
+    net::post(pool, std::forward<F>(f));
+  }
+
+  bool Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {
+    if (!config.auth_token) return true;
+    if (auto tok = BearerToken(authorization); tok && ConstantTimeEquals(*tok, *config.auth_token)) {
+      return true;
+    }
+    if (q) {
+      auto it = q->find("token");
+      if (it != q->end() && ConstantTimeEquals(it->second, *config.auth_token)) return true;
+    }
+    return false;
+  }
+
+  // Runs one function call (on a pool thread), recording metrics.
+  Invocation Call(const std::string& id, const json& payload, ChannelBroker* channels) {
+    auto t0 = std::chrono::steady_clock::now();
+    CallContext ctx{manager, channels};
+    Invocation inv;
+    try {
+      inv = Invoke(id, payload, ctx);
+    } catch (const std::exception& e) {
+      // A handler bug must not take the daemon down; report S300.
+      SKIFF_LOG(Error) << "function " << id << " threw: " << e.what();
+      inv.error = Platform("sandbox", std::string("internal error: ") + e.what());
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string label = ResultLabel(inv);
+    metrics.FunctionCall(FindFunction(id) ? id : "unknown", label);
+    if (id == "sandbox::create") {
+      std::string image = payload.is_object() && payload.contains("image") && payload["image"].is_string()
+                              ? payload["image"].get<std::string>()
+                              : "";
+      if (image.size() > 64) image = image.substr(0, 64);
+      if (!FindFunction(id) || image.empty()) image = "invalid";
+      metrics.SandboxCreate(image, label);
+    } else if (id == "sandbox::exec") {
+      metrics.Exec(secs);
+    }
+    return inv;
+  }
+
+  json ErrorBody(const Error& e) { return ErrorToWire(e, config.docs_base); }
+
+  json Health() {
+    size_t n = sandboxes.SandboxCount();
+    std::string status = stopping ? "stopping" : "ok";
+    if (!stopping && worker && !worker->connected()) status = "engine_disconnected";
+    json h = {{"status", status},
+              {"version", Version()},
+              {"mode", config.engine_url ? "worker" : "server"},
+              {"isolation", sandboxes.DefaultIsolation()},
+              {"accel", accel ? json(*accel) : json(nullptr)},
+              {"isolation_available", sandboxes.AvailableIsolations()},
+              {"sandboxes", n}};
+    return h;
+  }
+
+  std::string MetricsText() { return metrics.Render(SandboxGaugesText(sandboxes.Gauges(), Version())); }
+
+  void ScheduleSweep() {
+    sweep_timer.expires_after(std::chrono::seconds(15));
+    sweep_timer.async_wait([this](beast::error_code ec) {
+      if (ec || stopping) return;
+      broker.Sweep();
+      ScheduleSweep();
+    });
+  }
+};
+
+}  // namespace skiff::api

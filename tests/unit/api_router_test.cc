@@ -1,0 +1,84 @@
+// The HTTP router's (method, route) -> handler table: 404, 405 and path
+// parameters.
+#include <gtest/gtest.h>
+
+#include "api/router.h"
+
+namespace skiff::api {
+namespace {
+
+using boost::beast::http::verb;
+using Outcome = Dispatch::Outcome;
+
+TEST(ApiRouterTest, EveryEndpoint) {
+  struct Case {
+    verb method;
+    const char* path;
+    Handler handler;
+    const char* param;
+  };
+  const Case cases[] = {
+      {verb::get, "/", Handler::kUpgrade, ""},
+      {verb::get, "/otel", Handler::kUpgrade, ""},
+      {verb::get, "/ws/channels/c1", Handler::kUpgrade, "c1"},
+      {verb::get, "/healthz", Handler::kHealthz, ""},
+      {verb::get, "/metrics", Handler::kMetrics, ""},
+      {verb::get, "/v1/functions", Handler::kFunctionList, ""},
+      {verb::get, "/v1/functions/", Handler::kFunctionList, ""},
+      {verb::get, "/v1/functions/sandbox::exec", Handler::kFunctionInfo, "sandbox::exec"},
+      {verb::post, "/v1/functions/sandbox::exec", Handler::kFunctionCall, "sandbox::exec"},
+      {verb::get, "/v1/sandboxes/abc/files", Handler::kFileGet, "abc"},
+      {verb::put, "/v1/sandboxes/abc/files", Handler::kFilePut, "abc"},
+  };
+  for (const auto& c : cases) {
+    Dispatch d = RouteRequest(c.method, c.path);
+    EXPECT_EQ(d.outcome, Outcome::kFound) << c.path;
+    EXPECT_EQ(d.handler, c.handler) << c.path;
+    EXPECT_EQ(d.param, c.param) << c.path;
+  }
+}
+
+TEST(ApiRouterTest, UnknownRouteIsNotFound) {
+  for (const char* p : {"/v1", "/v1/functions/a/b", "/v1/sandboxes/x", "/v1/sandboxes//files",
+                        "/ws/channels/", "/healthz/", "/nope"}) {
+    Dispatch d = RouteRequest(verb::get, p);
+    EXPECT_EQ(d.outcome, Outcome::kNotFound) << p;
+    EXPECT_EQ(d.route, Route::kNotFound) << p;
+    EXPECT_EQ(d.allow, "") << p;
+  }
+  // An unknown path is 404 whatever the method.
+  EXPECT_EQ(RouteRequest(verb::delete_, "/nope").outcome, Outcome::kNotFound);
+}
+
+TEST(ApiRouterTest, WrongMethodIsNotAllowedWithTheRoutesMethods) {
+  Dispatch d = RouteRequest(verb::delete_, "/v1/functions/x");
+  EXPECT_EQ(d.outcome, Outcome::kMethodNotAllowed);
+  EXPECT_EQ(d.allow, "GET, POST");
+  EXPECT_EQ(d.param, "x");
+
+  d = RouteRequest(verb::post, "/v1/sandboxes/s/files");
+  EXPECT_EQ(d.outcome, Outcome::kMethodNotAllowed);
+  EXPECT_EQ(d.allow, "GET, PUT");
+
+  d = RouteRequest(verb::put, "/v1/functions/x");
+  EXPECT_EQ(d.outcome, Outcome::kMethodNotAllowed);
+
+  for (const char* p : {"/", "/otel", "/healthz", "/metrics", "/v1/functions", "/ws/channels/c"}) {
+    for (verb m : {verb::post, verb::put, verb::delete_, verb::head, verb::unknown}) {
+      d = RouteRequest(m, p);
+      EXPECT_EQ(d.outcome, Outcome::kMethodNotAllowed) << p;
+      EXPECT_EQ(d.allow, "GET") << p;
+    }
+  }
+}
+
+TEST(ApiRouterTest, AllowMatchesAllowedMethods) {
+  for (const char* p : {"/", "/otel", "/ws/channels/c", "/healthz", "/metrics", "/v1/functions",
+                        "/v1/functions/f", "/v1/sandboxes/s/files"}) {
+    Dispatch d = RouteRequest(verb::get, p);
+    EXPECT_EQ(d.allow, AllowedMethods(d.route)) << p;
+  }
+}
+
+}  // namespace
+}  // namespace skiff::api
