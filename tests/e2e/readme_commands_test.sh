@@ -13,7 +13,7 @@ export SKIFF_BUILD_DIR=$2
 export SKIFF_MICROVM_ACCEL=tcg
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cd "$work"
+cd "$work" || exit 1
 fails=0
 
 # expect WANT_RC WANT_STDOUT CMD... : runs CMD, compares exit code and stdout.
