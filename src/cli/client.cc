@@ -1,16 +1,7 @@
 #include "cli/client.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <thread>
-
-#include "base/paths.h"
 
 namespace skiff::cli {
 namespace {
@@ -45,20 +36,6 @@ size_t ReadFromFile(char* p, size_t s, size_t n, void* ud) {
   return std::fread(p, 1, s * n, static_cast<std::FILE*>(ud));
 }
 
-size_t Header(char* p, size_t s, size_t n, void* ud) {
-  auto* h = static_cast<std::map<std::string, std::string>*>(ud);
-  std::string line(p, s * n);
-  auto colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string k = line.substr(0, colon), v = line.substr(colon + 1);
-    for (auto& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    while (!v.empty() && (v.front() == ' ')) v.erase(0, 1);
-    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
-    (*h)[k] = v;
-  }
-  return s * n;
-}
-
 class Easy {
  public:
   explicit Easy(const Endpoint& ep, const std::string& path) {
@@ -76,8 +53,6 @@ class Easy {
       std::string auth = "Authorization: Bearer " + ep.token;
       headers_ = curl_slist_append(headers_, auth.c_str());
     }
-    curl_easy_setopt(c_, CURLOPT_HEADERFUNCTION, Header);
-    curl_easy_setopt(c_, CURLOPT_HEADERDATA, &resp_.headers);
   }
   ~Easy() {
     curl_slist_free_all(headers_);
@@ -147,84 +122,6 @@ Result<HttpResponse> Client::Upload(const std::string& path, std::FILE* in) {
   curl_easy_setopt(e.get(), CURLOPT_WRITEFUNCTION, WriteToString);
   curl_easy_setopt(e.get(), CURLOPT_WRITEDATA, &e.resp().body);
   return e.Perform();
-}
-
-std::string DefaultSocket() { return paths::RuntimeDir() + "/skiffd.sock"; }
-
-namespace {
-
-bool Healthy(const Endpoint& ep) {
-  Client c(ep);
-  auto r = c.Get("/healthz", 3);
-  return r.ok() && (r->status == 200 || r->status == 503);
-}
-
-}  // namespace
-
-Result<Endpoint> FindDaemon(const std::string& url_flag, bool autostart) {
-  Endpoint ep;
-  if (const char* t = std::getenv("SKIFF_TOKEN"); t && *t) ep.token = t;
-  std::string url = url_flag;
-  if (url.empty()) {
-    if (const char* u = std::getenv("SKIFF_URL"); u && *u) url = u;
-  }
-  if (!url.empty()) {
-    if (url.rfind("unix:", 0) == 0) {
-      ep.unix_socket = url.substr(5);
-      ep.base_url = "http://localhost";
-    } else {
-      while (!url.empty() && url.back() == '/') url.pop_back();
-      ep.base_url = url;
-    }
-    if (!Healthy(ep)) {
-      return Error(Code::kS300, "platform failure: sandbox: no skiff daemon answers at " + url);
-    }
-    return ep;
-  }
-  Endpoint sock{DefaultSocket(), "http://localhost", ep.token};
-  if (Healthy(sock)) return sock;
-  Endpoint tcp{"", "http://127.0.0.1:49134", ep.token};
-  if (Healthy(tcp)) return tcp;
-  if (!autostart) return Error(Code::kS300, "platform failure: sandbox: no skiff daemon is running");
-
-  // Start one in the background: unix socket only (plus an ephemeral
-  // loopback port), logging to a file next to the socket.
-  std::string dir = paths::RuntimeDir();
-  ::mkdir(dir.c_str(), 0700);
-  std::string log = dir + "/skiffd.log";
-  std::string self = paths::SelfDir() + "/skiff";
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) self.assign(exe, static_cast<size_t>(n));
-  pid_t pid = ::fork();
-  if (pid < 0) return Error::Sys(Code::kS300, "fork", "skiff serve", errno);
-  if (pid == 0) {
-    // Child: detach into its own session; a second fork makes the daemon a
-    // child of init so the CLI never has to reap it.
-    ::setsid();
-    if (::fork() != 0) ::_exit(0);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null >= 0) ::dup2(null, 0);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::string sock_path = sock.unix_socket;
-    const char* args[] = {self.c_str(), "serve", "--socket", sock_path.c_str(), "--port", "0",
-                          nullptr};
-    ::execv(self.c_str(), const_cast<char* const*>(args));
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::fprintf(stderr, "skiff: no daemon was running; started one in the background (socket %s, log %s)\n",
-               sock.unix_socket.c_str(), log.c_str());
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (Healthy(sock)) return sock;
-  }
-  return Error(Code::kS300, "platform failure: sandbox: the background daemon did not start; see " + log);
 }
 
 }  // namespace skiff::cli

@@ -1,0 +1,28 @@
+// The subcommands of `skiff`, one file each. Every Add*Command adds its
+// subcommand (flags, positionals, help text) to `app`; when that subcommand
+// is the one chosen, its callback sets `rc` to skiff's exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace skiff::cli {
+
+void AddServeCommand(CLI::App& app, int& rc);    // serve.cc: the daemon, foreground
+void AddRunCommand(CLI::App& app, int& rc);      // run.cc: one sandbox, no daemon
+void AddDoctorCommand(CLI::App& app, int& rc);   // doctor.cc: what this host offers
+void AddVersionCommand(CLI::App& app, int& rc);  // version.cc
+
+// Clients of a daemon.
+void AddCreateCommand(CLI::App& app, int& rc);   // create.cc
+void AddExecCommand(CLI::App& app, int& rc);     // exec.cc
+void AddLsCommand(CLI::App& app, int& rc);       // ls.cc
+void AddStopCommand(CLI::App& app, int& rc);     // stop.cc
+void AddCatalogCommand(CLI::App& app, int& rc);  // catalog.cc
+void AddCpCommand(CLI::App& app, int& rc);       // cp.cc
+void AddFsCommand(CLI::App& app, int& rc);       // fs.cc
+
+// image_cmd.cc: `skiff image build|import|pull|ls|inspect|rm|gc`, the image
+// store directly (no daemon needed).
+void AddImageCommands(CLI::App& app, int& rc);
+
+}  // namespace skiff::cli

@@ -1,0 +1,27 @@
+// What every client subcommand shares: the --url/--json flags, and calling
+// one function (`POST /v1/functions/ID`) on the daemon they select.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace skiff::cli {
+
+struct ClientFlags {
+  std::string url;        // --url: "" = SKIFF_URL, the user socket, the default port
+  bool json_out = false;  // --json: print the daemon's JSON instead of text
+};
+
+// Adds --url and --json to the client subcommand `sc`, bound to `flags`.
+void AddClientFlags(CLI::App* sc, ClientFlags& flags);
+
+// Calls function `id` with `payload` on the daemon (started in the
+// background if none runs). On success prints nothing, sets *rc to 0 and
+// returns the result; otherwise reports the error (as JSON with --json),
+// sets *rc to the exit status and returns nullopt.
+std::optional<nlohmann::json> CallFunction(const ClientFlags& flags, const std::string& id,
+                                           const nlohmann::json& payload, int* rc);
+
+}  // namespace skiff::cli

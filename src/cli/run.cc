@@ -1,0 +1,188 @@
+// `skiff run`: a command or code in a fresh sandbox of this process (no
+// daemon), streamed to the terminal; Ctrl-C stops the sandbox.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/http_util.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "sandbox/config.h"
+#include "sandbox/manager.h"
+
+namespace skiff::cli {
+namespace {
+
+struct RunFlags {
+  std::string image;
+  std::vector<std::string> command;
+  std::string lang, code, file;
+  std::optional<uint64_t> timeout_ms;
+  std::vector<std::string> env;
+  std::string isolation;
+  std::optional<uint32_t> cpus, memory_mb;
+  bool network = false;
+  bool json_out = false;
+};
+
+bool ParseEnv(const std::vector<std::string>& in, Env* out) {
+  for (const auto& kv : in) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "skiff: --env takes NAME=value, got '%s'\n", kv.c_str());
+      return false;
+    }
+    out->emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return true;
+}
+
+class TerminalSink : public OutputSink {
+ public:
+  void OnStdout(std::string_view b) override { WriteAll(1, b); }
+  void OnStderr(std::string_view b) override { WriteAll(2, b); }
+};
+
+int g_sig_pipe[2] = {-1, -1};
+void OnSig(int sig) {
+  // Async-signal-safe: only write(2).
+  unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_sig_pipe[1], &b, 1);
+}
+
+int Run(RunFlags& o) {
+  if (!o.file.empty()) {
+    std::FILE* f = std::fopen(o.file.c_str(), "rb");
+    if (!f) {
+      std::fprintf(stderr, "skiff: cannot read %s: %s\n", o.file.c_str(), std::strerror(errno));
+      return kExitSkiffError;
+    }
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) o.code.append(buf, n);
+    std::fclose(f);
+    if (o.lang.empty()) {
+      auto dot = o.file.rfind('.');
+      std::string ext = dot == std::string::npos ? "" : o.file.substr(dot + 1);
+      o.lang = ext == "py" ? "python" : ext == "js" ? "node" : ext == "sh" ? "shell" : ext;
+    }
+  }
+  bool code_mode = !o.lang.empty() || !o.code.empty();
+  if (code_mode && !o.command.empty()) {
+    std::fprintf(stderr, "skiff: give either a command after -- or --lang/--code/--file\n");
+    return kExitSkiffError;
+  }
+  if (!code_mode && o.command.empty()) {
+    std::fprintf(stderr, "skiff: nothing to run: give a command after --, or --lang with --code/--file\n");
+    return kExitSkiffError;
+  }
+  if (code_mode && o.lang.empty()) {
+    std::fprintf(stderr, "skiff: --code needs --lang (python, node, shell, bash, or a program)\n");
+    return kExitSkiffError;
+  }
+  if (o.image.empty()) {
+    o.image = (o.lang == "python" || o.lang == "py")                           ? "python"
+              : (o.lang == "node" || o.lang == "js" || o.lang == "javascript") ? "node"
+                                                                               : "base";
+  }
+  Env env;
+  if (!ParseEnv(o.env, &env)) return kExitSkiffError;
+
+  Config config;
+  config.allow_all_images = true;  // embedded: the caller is the operator
+  // A jail run builds (probes, cleans up after) only the jail backend, not
+  // the microVM one it will not use.
+  if (o.isolation == "jail") config.isolation = o.isolation;
+  auto mgr = SandboxManager::FromConfig(config);
+  if (!mgr.ok()) return ReportError(mgr.error());
+  SandboxManager& manager = **mgr;
+
+  // Ctrl-C / SIGTERM: stop the sandbox (every sandbox of this process),
+  // then exit 130.
+  if (::pipe2(g_sig_pipe, O_CLOEXEC) == 0) {
+    struct sigaction sa = {};
+    sa.sa_handler = OnSig;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    std::thread([&manager]() {
+      unsigned char sig;
+      while (::read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+      }
+      std::fprintf(stderr, "\nskiff: interrupted; stopping the sandbox\n");
+      manager.Shutdown();
+      ::_exit(kExitInterrupted);
+    }).detach();
+  }
+
+  CreateSpec cs;
+  cs.image = o.image;
+  cs.env = env;
+  cs.cpus = o.cpus;
+  cs.memory_mb = o.memory_mb;
+  cs.network = o.network;
+  if (!o.isolation.empty()) cs.isolation = o.isolation;
+  TerminalSink sink;
+  Result<ExecResult> r = Error(Code::kS300, "unreachable");
+  if (code_mode) {
+    RunSpec rs;
+    rs.create = cs;
+    rs.code = o.code;
+    rs.lang = o.lang;
+    rs.timeout_ms = o.timeout_ms;
+    r = manager.Run(rs, o.json_out ? nullptr : &sink);
+  } else {
+    auto created = manager.Create(cs);
+    if (!created.ok()) return ReportError(created.error());
+    ExecSpec es;
+    es.sandbox_id = created->sandbox_id;
+    es.argv = o.command;
+    es.env = env;
+    es.timeout_ms = o.timeout_ms;
+    r = manager.Exec(es, o.json_out ? nullptr : &sink);
+    (void)manager.Stop(created->sandbox_id, /*wait=*/true);
+  }
+  if (!r.ok()) {
+    int rc = ReportError(r.error());
+    manager.Shutdown();
+    return rc;
+  }
+  if (o.json_out) std::printf("%s\n", api::Dump(r->ToJson()).c_str());
+  manager.Shutdown();
+  return r->exit_code;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& rc) {
+  auto* run = app.add_subcommand("run", "run a command or code in a fresh sandbox (no daemon needed)");
+  auto o = std::make_shared<RunFlags>();
+  run->add_option("image", o->image, "catalog image (default from --lang: python, node, else base)");
+  run->add_option("command", o->command, "the command and its arguments, after --");
+  run->add_option("--lang", o->lang, "python | node | shell | bash | <program>: run --code/--file");
+  run->add_option("--code", o->code, "source text to run with --lang");
+  run->add_option("--file", o->file, "a script file to run (language from its extension)");
+  run->add_option("--timeout-ms", o->timeout_ms, "exec timeout in ms (default 300000)");
+  // One NAME=value per --env: a greedy vector option would also swallow
+  // the "--" that starts the command.
+  run->add_option("--env", o->env, "NAME=value (repeatable)")->allow_extra_args(false);
+  run->add_option("--isolation", o->isolation, "microvm | jail (default: auto)");
+  run->add_option("--cpus", o->cpus, "vCPUs / CPU quota");
+  run->add_option("--memory-mb", o->memory_mb, "memory limit in MiB");
+  run->add_flag("--network", o->network, "give the sandbox public network egress");
+  run->add_flag("--json", o->json_out, "print the exec response as JSON instead of streaming");
+  run->callback([o, &rc] { rc = Run(*o); });
+}
+
+}  // namespace skiff::cli

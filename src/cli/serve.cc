@@ -1,0 +1,61 @@
+// `skiff serve`: the daemon in the foreground, configured by a file and flags.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/server.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "sandbox/config.h"
+
+namespace skiff::cli {
+namespace {
+
+struct ServeFlags {
+  std::optional<uint32_t> port;
+  std::string config_file, socket_path, engine_url;
+};
+
+int Serve(const ServeFlags& f) {
+  Config config;
+  if (!f.config_file.empty()) {
+    auto c = LoadConfigFile(f.config_file);
+    if (!c.ok()) {
+      std::fprintf(stderr, "skiff serve: %s\n", c.error().message().c_str());
+      return kExitConfig;
+    }
+    config = std::move(*c);
+  }
+  if (f.port) {
+    if (*f.port > 65535) {
+      std::fprintf(stderr, "skiff serve: --port: out of range\n");
+      return kExitConfig;
+    }
+    config.listen_port = static_cast<uint16_t>(*f.port);
+  }
+  if (!f.socket_path.empty()) config.unix_socket = f.socket_path;
+  if (!f.engine_url.empty()) {
+    if (f.engine_url.rfind("ws://", 0) != 0 || f.engine_url.size() <= 5) {  // no TLS: no wss://
+      std::fprintf(stderr, "skiff serve: --engine: expected a ws:// URL\n");
+      return kExitConfig;
+    }
+    config.engine_url = f.engine_url;
+  }
+  return api::RunDaemon(std::move(config));
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int& rc) {
+  auto* serve = app.add_subcommand("serve", "run the daemon (skiffd) in the foreground");
+  auto f = std::make_shared<ServeFlags>();
+  serve->add_option("--port", f->port, "listen port (overrides listen_port; 0 = any free port)");
+  serve->add_option("--config", f->config_file, "YAML configuration file");
+  serve->add_option("--socket", f->socket_path, "also listen on this unix socket");
+  serve->add_option("--engine", f->engine_url, "worker mode: join the iii engine at this ws:// URL");
+  serve->callback([f, &rc] { rc = Serve(*f); });
+}
+
+}  // namespace skiff::cli
