@@ -32,6 +32,7 @@
 #include "base/pidfd.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
+#include "isolation/microvm/kvm_probe.h"
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
 #include "isolation/net/sandbox_net.h"
@@ -1286,7 +1287,7 @@ const KvmVerdict& Kvm() {
     bool cached = false;
     k.usable = KvmBootsTheGuestKernel(&why, &cached);
     if (!k.usable) {
-      k.note = "/dev/kvm opens but " + why + "; VMs run under TCG emulation";
+      k.note = KvmBootFailureNote(why, LoadedKvmModules());
       // Loud once, when the probe ran; later processes read the verdict.
       if (cached) {
         SKIFF_LOG(Info) << "microvm: " << k.note;

@@ -1,0 +1,47 @@
+// The KVM verdict's wording: a kvm_pvm host is named as such, with the fix.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "isolation/microvm/kvm_probe.h"
+
+namespace skiff::microvm {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kWhy = "a guest kernel did not boot under -accel kvm -cpu host within 10 s";
+
+TEST(KvmBootFailureNote, GenericHostKeepsTheGenericMessage) {
+  std::string note = KvmBootFailureNote(kWhy, {"kvm", "kvm_intel"});
+  EXPECT_EQ(note, std::string("/dev/kvm opens but ") + kWhy + "; VMs run under TCG emulation");
+  EXPECT_THAT(note, Not(HasSubstr("pvm")));
+  EXPECT_EQ(KvmBootFailureNote(kWhy, {}), note);
+}
+
+TEST(KvmBootFailureNote, PvmHostNamesTheCauseAndTheFix) {
+  std::string note = KvmBootFailureNote(kWhy, {"kvm", "kvm_pvm"});
+  EXPECT_THAT(note, HasSubstr("kvm_pvm"));
+  EXPECT_THAT(note, HasSubstr("Pagetable-based Virtual Machine"));
+  EXPECT_THAT(note, HasSubstr("PVM-enabled guest kernel"));
+  EXPECT_THAT(note, HasSubstr("real KVM"));
+  EXPECT_THAT(note, HasSubstr("nested virtualisation"));
+  EXPECT_THAT(note, HasSubstr(kWhy));
+  EXPECT_THAT(note, HasSubstr("TCG"));
+}
+
+TEST(KvmBootFailureNote, OnlyTheExactModuleNameCounts) {
+  EXPECT_THAT(KvmBootFailureNote(kWhy, {"kvm_pvm_helper", "pvm"}), Not(HasSubstr("kvm_pvm")));
+}
+
+TEST(LoadedKvmModules, ListsOnlyKvmModulesSortedOnce) {
+  auto mods = LoadedKvmModules();
+  EXPECT_TRUE(std::is_sorted(mods.begin(), mods.end()));
+  EXPECT_EQ(std::adjacent_find(mods.begin(), mods.end()), mods.end());
+  for (const auto& m : mods) EXPECT_EQ(m.rfind("kvm", 0), 0u) << m;
+}
+
+}  // namespace
+}  // namespace skiff::microvm
