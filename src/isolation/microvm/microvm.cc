@@ -36,7 +36,7 @@
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
 #include "isolation/net/sandbox_net.h"
-#include "protocol/frame.h"
+#include "protocol/hello.h"
 
 extern char** environ;
 
@@ -916,8 +916,7 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   nlohmann::json resume = {{"seed", seed},
                            {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec},
                            {"hostname", h}};
-  std::string frame = proto::EncodeFrame(
-      0, proto::Type::kHello, 0, nlohmann::json{{"proto", proto::kVersion}, {"resume", resume}}.dump());
+  std::string frame = proto::EncodeResumeHello(resume);
   if (!SendAll(l.chan.get(), frame).ok())
     return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
   std::string failure = WaitForAgent(l, deadline);
