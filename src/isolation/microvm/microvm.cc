@@ -33,6 +33,7 @@
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
 #include "isolation/microvm/kvm_probe.h"
+#include "isolation/microvm/qemu_cmdline.h"
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
 #include "isolation/net/sandbox_net.h"
@@ -487,34 +488,8 @@ Result<Parts> ResolveParts() {
   return p;
 }
 
-// The guest-visible machine: everything a snapshot must be restored into
-// unchanged (part of the template key).
-std::vector<std::string> MachineArgs(const LaunchSpec& spec) {
-  return {
-      // PIT + PIC: the guest's tick (the local APIC timer is not used under
-      // TCG, and is verified against the PIT under KVM).
-      // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
-      "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-      // TCG's translation cache grows to 1 GiB of host memory by default,
-      // per VM; 128 MiB holds what a sandbox's programs translate (boot and
-      // a python start are well under it) and bounds the worst case (past
-      // it QEMU flushes and translates again).
-      "-accel", spec.kvm ? "kvm" : "tcg,tb-size=128",
-      "-cpu", spec.kvm ? "host" : "max",
-      "-smp", std::to_string(spec.cpus),
-      "-m", std::to_string(spec.memory_mb),
-      "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-      "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", spec.append,
-      "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-      "-add-fd", "fd=4,set=1,opaque=rootfs",
-      "-drive", "id=root,if=none,file=/dev/fdset/1,format=raw,readonly=on,file.locking=off",
-      "-device", "virtio-blk-device,drive=root",
-      "-device", "virtio-serial-device,max_ports=2",
-      "-chardev", "socket,id=agent,fd=3",
-      "-device", "virtserialport,chardev=agent,name=skiff.agent",
-      // Seeds the guest's CRNG during boot, so getrandom() never blocks.
-      "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
+QemuMachine MachineOf(const LaunchSpec& spec) {
+  return {spec.append, spec.cpus, spec.memory_mb, spec.kvm};
 }
 
 Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
@@ -593,24 +568,17 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   plan.pass_fds = {vm_end.get(), image.get()};
   auto pass = [&](int fd) {
     plan.pass_fds.push_back(fd);
-    return std::to_string(2 + plan.pass_fds.size());
+    return static_cast<int>(2 + plan.pass_fds.size());
   };
-  std::string tap_fd = tap ? pass(tap.get()) : "";
-  std::string qmp_fd = qmp_vm_end ? pass(qmp_vm_end.get()) : "";
-  std::string incoming_fd = spec.incoming_fd >= 0 ? pass(spec.incoming_fd) : "";
+  QemuCommand cmd;
+  cmd.exec_path = plan.exec_path;
+  cmd.id = spec.id;
+  cmd.machine = MachineOf(spec);
+  if (tap) cmd.tap_fd = pass(tap.get());
+  if (qmp_vm_end) cmd.qmp_fd = pass(qmp_vm_end.get());
+  if (spec.incoming_fd >= 0) cmd.incoming_fd = pass(spec.incoming_fd);
   plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + spec.id};
-
-  auto& a = plan.argv;
-  a = {plan.exec_path, "-name",
-       "skiff-" + spec.id.substr(0, std::min<size_t>(8, spec.id.size())) + ",process=skiff-vm"};
-  for (auto& arg : MachineArgs(spec)) a.push_back(std::move(arg));
-  if (!tap_fd.empty()) {
-    a.insert(a.end(), {"-netdev", "tap,id=net0,fd=" + tap_fd + ",vhost=off", "-device",
-                       "virtio-net-device,netdev=net0"});
-  }
-  if (!qmp_fd.empty())
-    a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + qmp_fd, "-mon", "chardev=qmp,mode=control"});
-  if (!incoming_fd.empty()) a.insert(a.end(), {"-incoming", "fd:" + incoming_fd});
+  plan.argv = QemuArgv(cmd);
 
   SKIFF_ASSIGN_OR_RETURN(l.proc, LaunchVmm(plan));
   l.launched = Clock::now();
@@ -733,7 +701,7 @@ std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const Laun
   auto flags = cpuinfo.find("\nflags");
   key += std::string("|") + u.release + "|" + u.version + "|" +
          (flags == std::string::npos ? "" : cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags));
-  for (const auto& arg : MachineArgs(spec)) key += "|" + arg;
+  for (const auto& arg : MachineArgs(MachineOf(spec))) key += "|" + arg;
   return Sha256Hex(key).substr(0, 24);
 }
 
