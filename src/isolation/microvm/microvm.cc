@@ -36,6 +36,7 @@
 #include "isolation/microvm/qemu_cmdline.h"
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
+#include "isolation/microvm/vmm_usage.h"
 #include "isolation/net/sandbox_net.h"
 #include "protocol/hello.h"
 
@@ -186,73 +187,11 @@ bool OwnerGone(const std::string& tag) {
 
 std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
-// What a VMM costs the host, measured like Firecracker: CPU time, and
-// memory as host RSS minus the guest's RAM. The guest RAM is the one
-// anonymous mapping of exactly the guest's size; everything else resident
-// is the VMM's own. RSS also counts file pages (QEMU's binary and
-// libraries, the kernel, the initramfs) that are page cache shared by every
-// VM, so the cost of one more VM is reported separately: the VMM's
-// anonymous memory (TCG's translation cache, QEMU's heap), never shared.
-struct VmmUsage {
-  int64_t cpu_ms = -1;
-  int64_t rss_kib = -1;
-  int64_t guest_rss_kib = -1;     // -1: the guest RAM mapping was not found
-  int64_t anon_kib = 0;        // Anonymous, all mappings
-  int64_t guest_anon_kib = 0;  // the same, guest RAM only
-};
-
-// "7f12a000-7f12b000 rw-p 00000000 00:00 0   [path]": a mapping header, as
-// opposed to a "Key:   value kB" line.
-bool SmapsHeader(const std::string& line, uint64_t* size) {
-  auto sp = line.find(' ');
-  auto dash = line.find('-');
-  if (sp == std::string::npos || dash == std::string::npos || dash > sp) return false;
-  if (line.find(':') < sp) return false;
-  unsigned long long lo = 0, hi = 0;
-  if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) != 2 || hi < lo) return false;
-  *size = hi - lo;
-  return true;
-}
-
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
-  VmmUsage u;
   std::string base = "/proc/" + std::to_string(pid);
-  std::string stat = ReadSmall(base + "/stat");
-  auto rp = stat.rfind(')');
-  if (rp != std::string::npos) {
-    std::istringstream in(stat.substr(rp + 2));
-    std::string f;
-    int64_t utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && in >> f; i++) {
-      if (i == 14) utime = std::atoll(f.c_str());
-      if (i == 15) stime = std::atoll(f.c_str());
-    }
-    long hz = ::sysconf(_SC_CLK_TCK);
-    if (hz > 0) u.cpu_ms = (utime + stime) * 1000 / hz;
-  }
-  std::istringstream status(ReadSmall(base + "/status"));
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atoll(line.c_str() + 6);
-  std::istringstream smaps(ReadSmall(base + "/smaps"));
-  bool in_guest = false, found = false;
-  int64_t guest_rss = 0;
-  for (std::string line; std::getline(smaps, line);) {
-    uint64_t size = 0;
-    if (SmapsHeader(line, &size)) {
-      // Only the first mapping of exactly the guest's size: QEMU's RAM block.
-      in_guest = !found && size == guest_bytes;
-      found = found || in_guest;
-      continue;
-    }
-    int64_t kib = line.rfind("Anonymous:", 0) == 0 ? std::atoll(line.c_str() + 10) : 0;
-    u.anon_kib += kib;
-    if (in_guest) {
-      u.guest_anon_kib += kib;
-      if (line.rfind("Rss:", 0) == 0) guest_rss += std::atoll(line.c_str() + 4);
-    }
-  }
-  if (found) u.guest_rss_kib = guest_rss;
-  return u;
+  return ParseVmmUsage({ReadSmall(base + "/stat"), ReadSmall(base + "/status"),
+                        ReadSmall(base + "/smaps")},
+                       guest_bytes, ::sysconf(_SC_CLK_TCK));
 }
 
 // Runs `argv` and returns its first line of stdout (for `qemu --version`).
