@@ -36,6 +36,25 @@ TEST(KvmBootFailureNote, OnlyTheExactModuleNameCounts) {
   EXPECT_THAT(KvmBootFailureNote(kWhy, {"kvm_pvm_helper", "pvm"}), Not(HasSubstr("kvm_pvm")));
 }
 
+TEST(ProbeConsoleShowsBootEnd, TheBannerAloneIsNotABoot) {
+  const std::string banner = "Linux version 6.1.0 (root@vm)\nCommand line: console=ttyS0\n";
+  EXPECT_FALSE(ProbeConsoleShowsBootEnd(""));
+  EXPECT_FALSE(ProbeConsoleShowsBootEnd(banner));
+  EXPECT_FALSE(ProbeConsoleShowsBootEnd(banner + "Booting paravirtualized kernel on KVM\n"
+                                                 "KVM internal error. Suberror: 1\n"));
+  EXPECT_FALSE(ProbeConsoleShowsBootEnd(banner + "KVM internal error. Suberror: 1\n"
+                                                 "Kernel panic - not syncing: x\n"));
+  EXPECT_FALSE(ProbeConsoleShowsBootEnd("Kernel panic - not syncing: VFS\n"));
+}
+
+TEST(ProbeConsoleShowsBootEnd, TheEndOfBootIs) {
+  const std::string banner = "Linux version 6.1.0 (root@vm)\n";
+  EXPECT_TRUE(ProbeConsoleShowsBootEnd(
+      banner + "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n"));
+  EXPECT_TRUE(ProbeConsoleShowsBootEnd(banner + "Run /init as init process\n"));
+  EXPECT_TRUE(ProbeConsoleShowsBootEnd(banner + "Freeing unused kernel image (initmem) memory\n"));
+}
+
 TEST(LoadedKvmModules, ListsOnlyKvmModulesSortedOnce) {
   auto mods = LoadedKvmModules();
   EXPECT_TRUE(std::is_sorted(mods.begin(), mods.end()));

@@ -30,6 +30,14 @@ std::vector<std::string> LoadedKvmModules() {
   return out;
 }
 
+bool ProbeConsoleShowsBootEnd(const std::string& console) {
+  if (console.find("Linux version") == std::string::npos) return false;
+  if (console.find("KVM internal error") != std::string::npos) return false;
+  for (const char* end : {"Kernel panic", "Run /init", "Freeing unused kernel"})
+    if (console.find(end) != std::string::npos) return true;
+  return false;
+}
+
 std::string KvmBootFailureNote(const std::string& probe_why, const std::vector<std::string>& modules) {
   bool pvm = std::find(modules.begin(), modules.end(), "kvm_pvm") != modules.end();
   if (!pvm) return "/dev/kvm opens but " + probe_why + "; VMs run under TCG emulation";

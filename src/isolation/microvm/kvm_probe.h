@@ -11,6 +11,13 @@ namespace skiff::microvm {
 // kvm_pvm, ...), from /sys/module and, where present, /proc/modules.
 std::vector<std::string> LoadedKvmModules();
 
+// Whether the console output of the probe (the guest kernel booted with no
+// root and no initramfs) shows the kernel at the end of its boot: its
+// "Kernel panic" for the missing root, or running an init. The banner alone
+// is not enough: under kvm_pvm a generic kernel prints it and then stops
+// with a KVM internal error.
+bool ProbeConsoleShowsBootEnd(const std::string& console);
+
 // The note for a /dev/kvm that opens but did not boot the guest kernel.
 // `probe_why` is what the boot probe saw; `modules` the loaded KVM modules.
 // When /dev/kvm is served by kvm_pvm (Pagetable-based Virtual Machine, a

@@ -1076,7 +1076,9 @@ namespace {
 std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
   struct utsname u {};
   ::uname(&u);
-  std::string key = std::string(u.release) + "|" + u.version;
+  // "boot-end": verdicts of the probe that waited for the boot's end, not
+  // only the banner (older verdicts are not reused).
+  std::string key = std::string("boot-end|") + u.release + "|" + u.version;
   for (const std::string& f : {qemu, kernel}) {
     struct stat st {};
     if (::stat(f.c_str(), &st) != 0) return {};
@@ -1086,8 +1088,8 @@ std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
   return Sha256Hex(key).substr(0, 16);
 }
 
-// Boots the guest kernel under KVM with nothing attached and waits for its
-// first console line. A /dev/kvm that opens is not enough: nested or
+// Boots the guest kernel under KVM with nothing attached and waits for the
+// end of its boot on the console (ProbeConsoleShowsBootEnd). A /dev/kvm that opens is not enough: nested or
 // half-working KVM (seen on cloud VMs) creates VMs whose guests never run,
 // and every sandbox would then time out instead of falling back to TCG.
 bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
@@ -1144,13 +1146,16 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
     ssize_t n = ::read(rd.get(), buf, sizeof buf);
     if (n <= 0) break;  // QEMU exited
     out.append(buf, static_cast<size_t>(n));
-    booted = out.find("Linux version") != std::string::npos;
+    booted = ProbeConsoleShowsBootEnd(out);
+    if (out.find("KVM internal error") != std::string::npos) break;  // QEMU waits forever
   }
   ::kill(pid, SIGKILL);
   if (!opened.ok()) ::waitpid(pid, nullptr, 0);  // otherwise ~Process reaps it
   if (!booted) {
     std::string tail = out.substr(out.size() > 300 ? out.size() - 300 : 0);
-    *why = "a guest kernel did not boot under -accel kvm -cpu host within 10 s" +
+    *why = std::string(out.find("KVM internal error") != std::string::npos
+                           ? "a guest kernel stopped with a KVM internal error under -accel kvm -cpu host"
+                           : "a guest kernel did not boot under -accel kvm -cpu host within 10 s") +
            (tail.empty() ? std::string() : " (qemu: " + Printable(Trim(tail)) + ")");
   }
   if (!key.empty() && MkdirP(paths::CacheDir() + "/microvm", 0755).ok()) {
