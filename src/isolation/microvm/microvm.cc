@@ -32,10 +32,13 @@
 #include "base/pidfd.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
+#include "isolation/microvm/kvm_probe.h"
+#include "isolation/microvm/qemu_cmdline.h"
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/vmm_launch.h"
+#include "isolation/microvm/vmm_usage.h"
 #include "isolation/net/sandbox_net.h"
-#include "protocol/frame.h"
+#include "protocol/hello.h"
 
 extern char** environ;
 
@@ -184,73 +187,11 @@ bool OwnerGone(const std::string& tag) {
 
 std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
-// What a VMM costs the host, measured like Firecracker: CPU time, and
-// memory as host RSS minus the guest's RAM. The guest RAM is the one
-// anonymous mapping of exactly the guest's size; everything else resident
-// is the VMM's own. RSS also counts file pages (QEMU's binary and
-// libraries, the kernel, the initramfs) that are page cache shared by every
-// VM, so the cost of one more VM is reported separately: the VMM's
-// anonymous memory (TCG's translation cache, QEMU's heap), never shared.
-struct VmmUsage {
-  int64_t cpu_ms = -1;
-  int64_t rss_kib = -1;
-  int64_t guest_rss_kib = -1;     // -1: the guest RAM mapping was not found
-  int64_t anon_kib = 0;        // Anonymous, all mappings
-  int64_t guest_anon_kib = 0;  // the same, guest RAM only
-};
-
-// "7f12a000-7f12b000 rw-p 00000000 00:00 0   [path]": a mapping header, as
-// opposed to a "Key:   value kB" line.
-bool SmapsHeader(const std::string& line, uint64_t* size) {
-  auto sp = line.find(' ');
-  auto dash = line.find('-');
-  if (sp == std::string::npos || dash == std::string::npos || dash > sp) return false;
-  if (line.find(':') < sp) return false;
-  unsigned long long lo = 0, hi = 0;
-  if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) != 2 || hi < lo) return false;
-  *size = hi - lo;
-  return true;
-}
-
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
-  VmmUsage u;
   std::string base = "/proc/" + std::to_string(pid);
-  std::string stat = ReadSmall(base + "/stat");
-  auto rp = stat.rfind(')');
-  if (rp != std::string::npos) {
-    std::istringstream in(stat.substr(rp + 2));
-    std::string f;
-    int64_t utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && in >> f; i++) {
-      if (i == 14) utime = std::atoll(f.c_str());
-      if (i == 15) stime = std::atoll(f.c_str());
-    }
-    long hz = ::sysconf(_SC_CLK_TCK);
-    if (hz > 0) u.cpu_ms = (utime + stime) * 1000 / hz;
-  }
-  std::istringstream status(ReadSmall(base + "/status"));
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atoll(line.c_str() + 6);
-  std::istringstream smaps(ReadSmall(base + "/smaps"));
-  bool in_guest = false, found = false;
-  int64_t guest_rss = 0;
-  for (std::string line; std::getline(smaps, line);) {
-    uint64_t size = 0;
-    if (SmapsHeader(line, &size)) {
-      // Only the first mapping of exactly the guest's size: QEMU's RAM block.
-      in_guest = !found && size == guest_bytes;
-      found = found || in_guest;
-      continue;
-    }
-    int64_t kib = line.rfind("Anonymous:", 0) == 0 ? std::atoll(line.c_str() + 10) : 0;
-    u.anon_kib += kib;
-    if (in_guest) {
-      u.guest_anon_kib += kib;
-      if (line.rfind("Rss:", 0) == 0) guest_rss += std::atoll(line.c_str() + 4);
-    }
-  }
-  if (found) u.guest_rss_kib = guest_rss;
-  return u;
+  return ParseVmmUsage({ReadSmall(base + "/stat"), ReadSmall(base + "/status"),
+                        ReadSmall(base + "/smaps")},
+                       guest_bytes, ::sysconf(_SC_CLK_TCK));
 }
 
 // Runs `argv` and returns its first line of stdout (for `qemu --version`).
@@ -486,34 +427,8 @@ Result<Parts> ResolveParts() {
   return p;
 }
 
-// The guest-visible machine: everything a snapshot must be restored into
-// unchanged (part of the template key).
-std::vector<std::string> MachineArgs(const LaunchSpec& spec) {
-  return {
-      // PIT + PIC: the guest's tick (the local APIC timer is not used under
-      // TCG, and is verified against the PIT under KVM).
-      // RTC: the wall clock (1970 otherwise) and no 1 s failed RTC read.
-      "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-      // TCG's translation cache grows to 1 GiB of host memory by default,
-      // per VM; 128 MiB holds what a sandbox's programs translate (boot and
-      // a python start are well under it) and bounds the worst case (past
-      // it QEMU flushes and translates again).
-      "-accel", spec.kvm ? "kvm" : "tcg,tb-size=128",
-      "-cpu", spec.kvm ? "host" : "max",
-      "-smp", std::to_string(spec.cpus),
-      "-m", std::to_string(spec.memory_mb),
-      "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-      "-kernel", "/vm/kernel", "-initrd", "/vm/initrd", "-append", spec.append,
-      "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-      "-add-fd", "fd=4,set=1,opaque=rootfs",
-      "-drive", "id=root,if=none,file=/dev/fdset/1,format=raw,readonly=on,file.locking=off",
-      "-device", "virtio-blk-device,drive=root",
-      "-device", "virtio-serial-device,max_ports=2",
-      "-chardev", "socket,id=agent,fd=3",
-      "-device", "virtserialport,chardev=agent,name=skiff.agent",
-      // Seeds the guest's CRNG during boot, so getrandom() never blocks.
-      "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
+QemuMachine MachineOf(const LaunchSpec& spec) {
+  return {spec.append, spec.cpus, spec.memory_mb, spec.kvm};
 }
 
 Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
@@ -592,24 +507,17 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   plan.pass_fds = {vm_end.get(), image.get()};
   auto pass = [&](int fd) {
     plan.pass_fds.push_back(fd);
-    return std::to_string(2 + plan.pass_fds.size());
+    return static_cast<int>(2 + plan.pass_fds.size());
   };
-  std::string tap_fd = tap ? pass(tap.get()) : "";
-  std::string qmp_fd = qmp_vm_end ? pass(qmp_vm_end.get()) : "";
-  std::string incoming_fd = spec.incoming_fd >= 0 ? pass(spec.incoming_fd) : "";
+  QemuCommand cmd;
+  cmd.exec_path = plan.exec_path;
+  cmd.id = spec.id;
+  cmd.machine = MachineOf(spec);
+  if (tap) cmd.tap_fd = pass(tap.get());
+  if (qmp_vm_end) cmd.qmp_fd = pass(qmp_vm_end.get());
+  if (spec.incoming_fd >= 0) cmd.incoming_fd = pass(spec.incoming_fd);
   plan.env = {"PATH=/usr/bin", "SKIFF_VM_OWNER=" + owner, "SKIFF_VM_ID=" + spec.id};
-
-  auto& a = plan.argv;
-  a = {plan.exec_path, "-name",
-       "skiff-" + spec.id.substr(0, std::min<size_t>(8, spec.id.size())) + ",process=skiff-vm"};
-  for (auto& arg : MachineArgs(spec)) a.push_back(std::move(arg));
-  if (!tap_fd.empty()) {
-    a.insert(a.end(), {"-netdev", "tap,id=net0,fd=" + tap_fd + ",vhost=off", "-device",
-                       "virtio-net-device,netdev=net0"});
-  }
-  if (!qmp_fd.empty())
-    a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + qmp_fd, "-mon", "chardev=qmp,mode=control"});
-  if (!incoming_fd.empty()) a.insert(a.end(), {"-incoming", "fd:" + incoming_fd});
+  plan.argv = QemuArgv(cmd);
 
   SKIFF_ASSIGN_OR_RETURN(l.proc, LaunchVmm(plan));
   l.launched = Clock::now();
@@ -732,7 +640,7 @@ std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const Laun
   auto flags = cpuinfo.find("\nflags");
   key += std::string("|") + u.release + "|" + u.version + "|" +
          (flags == std::string::npos ? "" : cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags));
-  for (const auto& arg : MachineArgs(spec)) key += "|" + arg;
+  for (const auto& arg : MachineArgs(MachineOf(spec))) key += "|" + arg;
   return Sha256Hex(key).substr(0, 24);
 }
 
@@ -915,8 +823,7 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   nlohmann::json resume = {{"seed", seed},
                            {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec},
                            {"hostname", h}};
-  std::string frame = proto::EncodeFrame(
-      0, proto::Type::kHello, 0, nlohmann::json{{"proto", proto::kVersion}, {"resume", resume}}.dump());
+  std::string frame = proto::EncodeResumeHello(resume);
   if (!SendAll(l.chan.get(), frame).ok())
     return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
   std::string failure = WaitForAgent(l, deadline);
@@ -1169,7 +1076,9 @@ namespace {
 std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
   struct utsname u {};
   ::uname(&u);
-  std::string key = std::string(u.release) + "|" + u.version;
+  // "boot-end": verdicts of the probe that waited for the boot's end, not
+  // only the banner (older verdicts are not reused).
+  std::string key = std::string("boot-end|") + u.release + "|" + u.version;
   for (const std::string& f : {qemu, kernel}) {
     struct stat st {};
     if (::stat(f.c_str(), &st) != 0) return {};
@@ -1179,8 +1088,8 @@ std::string ProbeKey(const std::string& qemu, const std::string& kernel) {
   return Sha256Hex(key).substr(0, 16);
 }
 
-// Boots the guest kernel under KVM with nothing attached and waits for its
-// first console line. A /dev/kvm that opens is not enough: nested or
+// Boots the guest kernel under KVM with nothing attached and waits for the
+// end of its boot on the console (ProbeConsoleShowsBootEnd). A /dev/kvm that opens is not enough: nested or
 // half-working KVM (seen on cloud VMs) creates VMs whose guests never run,
 // and every sandbox would then time out instead of falling back to TCG.
 bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
@@ -1237,13 +1146,16 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
     ssize_t n = ::read(rd.get(), buf, sizeof buf);
     if (n <= 0) break;  // QEMU exited
     out.append(buf, static_cast<size_t>(n));
-    booted = out.find("Linux version") != std::string::npos;
+    booted = ProbeConsoleShowsBootEnd(out);
+    if (out.find("KVM internal error") != std::string::npos) break;  // QEMU waits forever
   }
   ::kill(pid, SIGKILL);
   if (!opened.ok()) ::waitpid(pid, nullptr, 0);  // otherwise ~Process reaps it
   if (!booted) {
     std::string tail = out.substr(out.size() > 300 ? out.size() - 300 : 0);
-    *why = "a guest kernel did not boot under -accel kvm -cpu host within 10 s" +
+    *why = std::string(out.find("KVM internal error") != std::string::npos
+                           ? "a guest kernel stopped with a KVM internal error under -accel kvm -cpu host"
+                           : "a guest kernel did not boot under -accel kvm -cpu host within 10 s") +
            (tail.empty() ? std::string() : " (qemu: " + Printable(Trim(tail)) + ")");
   }
   if (!key.empty() && MkdirP(paths::CacheDir() + "/microvm", 0755).ok()) {
@@ -1286,7 +1198,7 @@ const KvmVerdict& Kvm() {
     bool cached = false;
     k.usable = KvmBootsTheGuestKernel(&why, &cached);
     if (!k.usable) {
-      k.note = "/dev/kvm opens but " + why + "; VMs run under TCG emulation";
+      k.note = KvmBootFailureNote(why, LoadedKvmModules());
       // Loud once, when the probe ran; later processes read the verdict.
       if (cached) {
         SKIFF_LOG(Info) << "microvm: " << k.note;
