@@ -15,11 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/paths.h"
 #include "base/text.h"
@@ -73,7 +72,7 @@ int main(int argc, char** argv) {
         std::filesystem::remove_all(tmp_root);
         return 1;
       }
-      struct stat st{};
+      struct stat st {};
       ::stat(b->c_str(), &st);
       block[fs] = *b;
       out[fs]["build_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -12,18 +12,17 @@
 // Usage: skiff-daemon-bench [--runs N] [--execs N] [--clients N] [--per-client N] [--pool N]
 #include <algorithm>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
 
 #include "api/server.h"
 #include "sandbox/manager.h"
@@ -179,11 +178,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     int v = std::stoi(argv[i + 1]);
-    if (k == "--runs") runs = v;
-    else if (k == "--execs") execs = v;
-    else if (k == "--clients") clients = v;
-    else if (k == "--per-client") per_client = v;
-    else if (k == "--pool") pool = static_cast<uint32_t>(v);
+    if (k == "--runs")
+      runs = v;
+    else if (k == "--execs")
+      execs = v;
+    else if (k == "--clients")
+      clients = v;
+    else if (k == "--per-client")
+      per_client = v;
+    else if (k == "--pool")
+      pool = static_cast<uint32_t>(v);
   }
   json out;
 

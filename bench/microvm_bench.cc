@@ -39,13 +39,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/paths.h"
 #include "base/pidfd.h"
@@ -373,8 +372,8 @@ json PlainRun(const Peer& peer, int run) {
   }
   if (!seen) {
     std::string tail = console.substr(console.size() > 600 ? console.size() - 600 : 0);
-    b["error"] = std::string(eof ? "QEMU ended" : "timed out") + " before the init's line; console: " +
-                 SanitizeUtf8(tail);
+    b["error"] = std::string(eof ? "QEMU ended" : "timed out") +
+                 " before the init's line; console: " + SanitizeUtf8(tail);
   }
   return b;
 }
@@ -449,15 +448,15 @@ std::string Markdown(const json& r) {
   bool has_peer = peer.is_object();
   std::string tl = r["true_linkage"].get<std::string>();
   std::ostringstream md;
-  md << "| " << r["image"].get<std::string>() << " image, " << r["memory_mb"].get<int>()
-     << " MiB, " << r["accel"].get<std::string>() << " | target";
+  md << "| " << r["image"].get<std::string>() << " image, " << r["memory_mb"].get<int>() << " MiB, "
+     << r["accel"].get<std::string>() << " | target";
   for (auto& g : groups) md << " | microVM (" << g << ", " << r["microvm"][g]["vms"].get<int>() << " VMs)";
   if (has_peer) md << " | plain QEMU (" << peer["boots"].get<int>() << " boots)";
   md << " |\n|---|---";
   for (size_t i = 0; i < groups.size() + (has_peer ? 1 : 0); i++) md << "|---";
   md << "|\n";
-  auto row = [&](const std::string& name, const std::string& target, const char* key,
-                 const char* peer_key, double limit, double scale, const char* unit, int prec) {
+  auto row = [&](const std::string& name, const std::string& target, const char* key, const char* peer_key,
+                 double limit, double scale, const char* unit, int prec) {
     md << "| " << name << " | " << target;
     for (auto& g : groups) {
       const json& s = r["microvm"][g][key];
@@ -466,21 +465,21 @@ std::string Markdown(const json& r) {
     if (has_peer) md << " | " << (peer_key ? Fmt(peer[peer_key], unit, scale, prec) : "");
     md << " |\n";
   };
-  row("create → agent ready (plain: exec → init's line)", "≤ 1.0 s", "create_to_ready_ms",
-      "exec_to_line_ms", 1000, 1, " ms", 0);
+  row("create → agent ready (plain: exec → init's line)", "≤ 1.0 s", "create_to_ready_ms", "exec_to_line_ms",
+      1000, 1, " ms", 0);
   row("QEMU start → agent ready", "", "qemu_start_to_ready_ms", nullptr, 0, 1, " ms", 0);
   row("guest-side ready (CLOCK_BOOTTIME)", "", "guest_ready_ms", nullptr, 0, 1, " ms", 0);
-  row("VMM CPU at ready (plain: at the line)", "", "vmm_cpu_ms_at_ready", "vmm_cpu_ms_at_line", 0,
-      1, " ms", 0);
+  row("VMM CPU at ready (plain: at the line)", "", "vmm_cpu_ms_at_ready", "vmm_cpu_ms_at_line", 0, 1, " ms",
+      0);
   row("exec `/bin/true` (" + tl + "), first", "", "exec_true_first_ms", nullptr, 0, 1, " ms", 1);
   row("exec `/bin/true` (" + tl + ") round trip", "≤ 5 ms", "exec_true_ms", nullptr, 5, 1, " ms", 1);
   row("`fs.stat` round trip", "", "fs_stat_ms", nullptr, 0, 1, " ms", 2);
   row("idle VMM RSS", "", "idle_vmm_rss_kib", nullptr, 0, 1024, " MiB", 1);
   row("idle guest RAM resident", "", "idle_guest_rss_kib", nullptr, 0, 1024, " MiB", 1);
-  row("idle VMM overhead (RSS − guest RAM)", "≤ 30 MiB", "idle_vmm_overhead_kib", nullptr, 30,
-      1024, " MiB", 1);
-  row("idle VMM private overhead (one more VM)", "", "idle_vmm_private_overhead_kib", nullptr, 0,
-      1024, " MiB", 1);
+  row("idle VMM overhead (RSS − guest RAM)", "≤ 30 MiB", "idle_vmm_overhead_kib", nullptr, 30, 1024, " MiB",
+      1);
+  row("idle VMM private overhead (one more VM)", "", "idle_vmm_private_overhead_kib", nullptr, 0, 1024,
+      " MiB", 1);
   if (has_peer) {
     md << "\nplain QEMU: exec → exit " << Fmt(peer["exec_to_exit_ms"]) << ".";
   }
@@ -503,8 +502,8 @@ std::string Markdown(const json& r) {
 }
 
 void PrintBoot(const json& b) {
-  std::string line = "[microvm-bench] run " + std::to_string(b["run"].get<int>()) + " " +
-                     b["kind"].get<std::string>();
+  std::string line =
+      "[microvm-bench] run " + std::to_string(b["run"].get<int>()) + " " + b["kind"].get<std::string>();
   char buf[512];
   if (b["kind"] == "microvm" && b.contains("facts")) {
     const json& f = b["facts"];
@@ -575,21 +574,16 @@ int Main(int argc, char** argv) {
     p.rootfs.block_fstype = img->fstype;
     // The backend's machine, accelerator, kernel command line and devices;
     // not its confinement, its agent or its fd passing.
-    peer.argv = {microvm::QemuBinary(),
-                 "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
+    peer.argv = {microvm::QemuBinary(), "-M",
+                 "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
                  // The backend's translation-cache cap (microvm.cc, MachineArgs).
-                 "-accel", kvm ? "kvm" : "tcg,tb-size=128", "-cpu", kvm ? "host" : "max",
-                 "-smp", std::to_string(o.cpus), "-m", std::to_string(o.memory_mb),
-                 "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-                 "-kernel", microvm::KernelPath(), "-initrd", peer.cpio,
-                 "-append", microvm::KernelCmdline(p, kvm),
-                 "-serial", "stdio",
-                 "-drive", "id=root,if=none,file=" + img->block_image +
-                               ",format=raw,readonly=on,file.locking=off",
-                 "-device", "virtio-blk-device,drive=root",
-                 "-device", "virtio-serial-device,max_ports=2",
-                 "-chardev", "null,id=agent",
-                 "-device", "virtserialport,chardev=agent,name=skiff.agent",
+                 "-accel", kvm ? "kvm" : "tcg,tb-size=128", "-cpu", kvm ? "host" : "max", "-smp",
+                 std::to_string(o.cpus), "-m", std::to_string(o.memory_mb), "-nodefaults", "-no-user-config",
+                 "-display", "none", "-no-reboot", "-kernel", microvm::KernelPath(), "-initrd", peer.cpio,
+                 "-append", microvm::KernelCmdline(p, kvm), "-serial", "stdio", "-drive",
+                 "id=root,if=none,file=" + img->block_image + ",format=raw,readonly=on,file.locking=off",
+                 "-device", "virtio-blk-device,drive=root", "-device", "virtio-serial-device,max_ports=2",
+                 "-chardev", "null,id=agent", "-device", "virtserialport,chardev=agent,name=skiff.agent",
                  "-object", "rng-builtin,id=rng0", "-device", "virtio-rng-device,rng=rng0"};
   }
 

@@ -89,10 +89,14 @@ int main(int argc, char** argv) {
   int execs = 300, creates = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--image") image = v;
-    else if (k == "--isolation") isolation = v;
-    else if (k == "--execs") execs = std::stoi(v);
-    else if (k == "--creates") creates = std::stoi(v);
+    if (k == "--image")
+      image = v;
+    else if (k == "--isolation")
+      isolation = v;
+    else if (k == "--execs")
+      execs = std::stoi(v);
+    else if (k == "--creates")
+      creates = std::stoi(v);
   }
   skiff::Config cfg;
   cfg.allow_all_images = true;
@@ -155,7 +159,9 @@ int main(int argc, char** argv) {
   double small_write_s = std::chrono::duration<double>(Clock::now() - t_sw).count();
   auto t_sr = Clock::now();
   for (int i = 0; i < 1000; ++i)
-    if (!m.FsRead(sb->sandbox_id, "/tmp/s/" + std::to_string(i), nullptr, [](std::string_view) { return true; }).ok())
+    if (!m.FsRead(sb->sandbox_id, "/tmp/s/" + std::to_string(i), nullptr, [](std::string_view) {
+            return true;
+          }).ok())
       return 1;
   double small_read_s = std::chrono::duration<double>(Clock::now() - t_sr).count();
   constexpr uint64_t kBig = 256ull << 20;
@@ -168,15 +174,21 @@ int main(int argc, char** argv) {
   uint64_t got = 0;
   double cpu_br = CpuSec();
   auto t_br = Clock::now();
-  if (!m.FsRead(sb->sandbox_id, "/tmp/big", nullptr, [&](std::string_view b) { got += b.size(); return true; }).ok() ||
+  if (!m.FsRead(sb->sandbox_id, "/tmp/big", nullptr,
+                [&](std::string_view b) {
+                  got += b.size();
+                  return true;
+                })
+           .ok() ||
       got != kBig)
     return 1;
   double big_read_s = std::chrono::duration<double>(Clock::now() - t_br).count();
   cpu_br = CpuSec() - cpu_br;
   // Host cp of the same sizes, tmpfs to tmpfs (/dev/shm), as the reference.
   auto t_cp = Clock::now();
-  int rc = system("head -c 268435456 /dev/zero > /dev/shm/skiff-bench-src && "
-                  "cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst");
+  int rc = system(
+      "head -c 268435456 /dev/zero > /dev/shm/skiff-bench-src && "
+      "cp /dev/shm/skiff-bench-src /dev/shm/skiff-bench-dst");
   double cp_big_s = std::chrono::duration<double>(Clock::now() - t_cp).count();
   t_cp = Clock::now();
   double cpu_cp = ChildrenCpuSec();
@@ -200,14 +212,15 @@ int main(int argc, char** argv) {
     cycle.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   double secs = std::chrono::duration<double>(Clock::now() - c0).count();
-  printf("{\"isolation\":\"%s\",\"image\":\"%s\",\"exec_rtt_us_p50\":%.1f,\"exec_rtt_us_p99\":%.1f,"
-         "\"bare_fork_exec_us_p50\":%.1f,\"create_stop_ms_p50\":%.2f,\"create_stop_ms_p99\":%.2f,"
-         "\"sandboxes_per_sec\":%.1f,\"fs_small_write_files_per_sec\":%.0f,"
-         "\"fs_small_read_files_per_sec\":%.0f,\"fs_big_write_mib_s\":%.0f,\"fs_big_read_mib_s\":%.0f,"
-         "\"host_cp_big_mib_s\":%.0f,\"fs_big_write_cpu_ms\":%.0f,\"fs_big_read_cpu_ms\":%.0f,"
-         "\"host_cp_big_cpu_ms\":%.0f}\n",
-         isolation.c_str(), image.c_str(), Median(rtt), Pct(rtt, 0.99), Median(bare), Median(cycle),
-         Pct(cycle, 0.99), creates / secs, 1000 / small_write_s, 1000 / small_read_s,
-         256 / big_write_s, 256 / big_read_s, 256 / cp_big_s, cpu_bw * 1e3, cpu_br * 1e3, cpu_cp * 1e3);
+  printf(
+      "{\"isolation\":\"%s\",\"image\":\"%s\",\"exec_rtt_us_p50\":%.1f,\"exec_rtt_us_p99\":%.1f,"
+      "\"bare_fork_exec_us_p50\":%.1f,\"create_stop_ms_p50\":%.2f,\"create_stop_ms_p99\":%.2f,"
+      "\"sandboxes_per_sec\":%.1f,\"fs_small_write_files_per_sec\":%.0f,"
+      "\"fs_small_read_files_per_sec\":%.0f,\"fs_big_write_mib_s\":%.0f,\"fs_big_read_mib_s\":%.0f,"
+      "\"host_cp_big_mib_s\":%.0f,\"fs_big_write_cpu_ms\":%.0f,\"fs_big_read_cpu_ms\":%.0f,"
+      "\"host_cp_big_cpu_ms\":%.0f}\n",
+      isolation.c_str(), image.c_str(), Median(rtt), Pct(rtt, 0.99), Median(bare), Median(cycle),
+      Pct(cycle, 0.99), creates / secs, 1000 / small_write_s, 1000 / small_read_s, 256 / big_write_s,
+      256 / big_read_s, 256 / cp_big_s, cpu_bw * 1e3, cpu_br * 1e3, cpu_cp * 1e3);
   return 0;
 }

@@ -52,10 +52,9 @@ void WriteReport(int fd, int stage, int err) {
   } while (n < 0 && errno == EINTR);
 }
 
-[[noreturn]] void ChildMain(const SpawnRequest& req, const confine::ChildPolicy* policy,
-                            char* const* argv, char* const* envp,
-                            const std::vector<const char*>& candidates, int in_r, int out_w,
-                            int err_w, int report_w) {
+[[noreturn]] void ChildMain(const SpawnRequest& req, const confine::ChildPolicy* policy, char* const* argv,
+                            char* const* envp, const std::vector<const char*>& candidates, int in_r,
+                            int out_w, int err_w, int report_w) {
   // Async-signal-safe from here to execve.
   if (::setsid() < 0) {
     WriteReport(report_w, 4, errno);
@@ -131,8 +130,7 @@ struct ChildArgs {
 
 int ChildEntry(void* p) {
   const auto* a = static_cast<const ChildArgs*>(p);
-  ChildMain(*a->req, a->policy, a->argv, a->envp, *a->candidates, a->in_r, a->out_w, a->err_w,
-            a->report_w);
+  ChildMain(*a->req, a->policy, a->argv, a->envp, *a->candidates, a->in_r, a->out_w, a->err_w, a->report_w);
 }
 
 // Reads a small text file of the agent's root (at most 4 MiB).
@@ -260,8 +258,7 @@ Result<Credentials> ResolveUser(const std::string& user, const std::string& etc_
   return c;
 }
 
-std::vector<std::string> ProgramCandidates(const std::string& argv0,
-                                           const std::vector<std::string>& env) {
+std::vector<std::string> ProgramCandidates(const std::string& argv0, const std::vector<std::string>& env) {
   if (argv0.find('/') != std::string::npos) return {argv0};
   std::string path = kDefaultPath;
   for (const auto& kv : env)
@@ -320,17 +317,17 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   // signal stays blocked until it has reset the dispositions, so no agent
   // handler ever runs in it.
   constexpr size_t kChildStack = 256 * 1024;
-  void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  void* stack =
+      ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return Error::Sys(Code::kS300, "mmap", "child stack", errno);
-  ChildArgs args{&req, policy, argv.data(), envp.data(), &cand_c,
+  ChildArgs args{&req,       policy,      argv.data(), envp.data(), &cand_c,
                  in_r.get(), out_w.get(), err_w.get(), rep_w.get()};
   sigset_t all, old;
   (void)ChangedSignals();  // computed here, never in the child
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = ::clone(ChildEntry, static_cast<char*>(stack) + kChildStack,
-                      CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  pid_t pid =
+      ::clone(ChildEntry, static_cast<char*>(stack) + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
   int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::munmap(stack, kChildStack);
@@ -382,8 +379,8 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
     return Platform("exec", "execve(" + a0 + "): " + std::string(ErrnoName(r.err)));
   }
   if (r.stage == 5) {
-    return Platform("exec", "switching to uid " + std::to_string(req.creds ? req.creds->uid : 0) +
-                                " for " + a0 + ": " + std::string(ErrnoName(r.err)));
+    return Platform("exec", "switching to uid " + std::to_string(req.creds ? req.creds->uid : 0) + " for " +
+                                a0 + ": " + std::string(ErrnoName(r.err)));
   }
   if (r.stage == 3) return Platform("exec", "confining " + a0 + ": " + std::string(ErrnoName(r.err)));
   return Platform("exec", "setting up " + a0 + ": " + std::string(ErrnoName(r.err)));

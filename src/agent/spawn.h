@@ -49,8 +49,7 @@ struct SpawnOutcome {
 
 // Candidate program paths for argv0: itself when it contains '/', else each
 // PATH entry (from env's PATH, or the default PATH) joined with it.
-std::vector<std::string> ProgramCandidates(const std::string& argv0,
-                                           const std::vector<std::string>& env);
+std::vector<std::string> ProgramCandidates(const std::string& argv0, const std::vector<std::string>& env);
 
 // An OCI `User` value (`name`, `uid`, `name:group`, `uid:gid`) resolved
 // against /etc/passwd and /etc/group of the agent's root, as a container

@@ -140,12 +140,15 @@ bool GlobMatch(std::string_view pattern, std::string_view rel_path) {
   return SegmentsMatch(Split(pattern), 0, Split(rel_path), 0);
 }
 
-bool GlobSelected(const std::vector<std::string>& include,
-                  const std::vector<std::string>& exclude, std::string_view rel_path) {
+bool GlobSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
+                  std::string_view rel_path) {
   if (!include.empty()) {
     bool any = false;
     for (const auto& g : include)
-      if (GlobMatch(g, rel_path)) { any = true; break; }
+      if (GlobMatch(g, rel_path)) {
+        any = true;
+        break;
+      }
     if (!any) return false;
   }
   for (const auto& g : exclude)
@@ -158,8 +161,7 @@ static bool IsWordChar(char c) {
 }
 
 void ExpandReplacement(std::string_view repl, const std::vector<std::string_view>& groups,
-                       const std::function<std::optional<int>(std::string_view)>& named,
-                       std::string& out) {
+                       const std::function<std::optional<int>(std::string_view)>& named, std::string& out) {
   auto emit_ref = [&](std::string_view ref) {
     bool digits = !ref.empty();
     for (char c : ref) digits = digits && c >= '0' && c <= '9';

@@ -6,12 +6,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace skiff::agent {
 
@@ -36,15 +35,14 @@ std::string JoinPath(std::string_view root, std::string_view rel);
 // segment = zero or more directories. No character classes.
 bool GlobMatch(std::string_view pattern, std::string_view rel_path);
 // Include/exclude selection: non-empty include list must match; no exclude may.
-bool GlobSelected(const std::vector<std::string>& include,
-                  const std::vector<std::string>& exclude, std::string_view rel_path);
+bool GlobSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
+                  std::string_view rel_path);
 
 // Expands a sed replacement (spec §3.10): $N ${N} $name ${name} $$. `group`
 // returns the text of group N (nullopt = no such group), `named` maps a name
 // to its group number (nullopt = unknown).
 void ExpandReplacement(std::string_view repl, const std::vector<std::string_view>& groups,
-                       const std::function<std::optional<int>(std::string_view)>& named,
-                       std::string& out);
+                       const std::function<std::optional<int>(std::string_view)>& named, std::string& out);
 
 // One line of a buffer: content without its terminator, and the terminator.
 struct Line {

@@ -3,10 +3,10 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/random.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
-#include <linux/random.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -54,8 +54,7 @@ std::string SysMsg(std::string_view call, std::string_view object, int err) {
 
 [[noreturn]] void Fail(const std::string& why) { VmPowerOff("skiff-agent: vm init: " + why); }
 
-void Mount(const char* src, const char* target, const char* fstype, unsigned long flags,
-           const char* data) {
+void Mount(const char* src, const char* target, const char* fstype, unsigned long flags, const char* data) {
   if (::mount(src, target, fstype, flags, data) != 0) {
     std::string obj = std::string(fstype ? fstype : src) + ", " + target;
     Fail(SysMsg("mount", obj, errno));
@@ -66,7 +65,7 @@ void Mount(const char* src, const char* target, const char* fstype, unsigned lon
 void MkdirP(const std::string& path, mode_t mode) {
   if (::mkdir(path.c_str(), mode) == 0) return;
   int err = errno;
-  struct stat st{};
+  struct stat st {};
   if (err == EEXIST && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
   Fail(SysMsg("mkdir", path, err));
 }
@@ -110,8 +109,8 @@ std::map<std::string, std::string> ReadParams() {
 bool SafeToken(std::string_view s, size_t max) {
   if (s.empty() || s.size() > max) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.' || c == '_';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '.' || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -138,8 +137,7 @@ int OpenAgentPort(int timeout_ms) {
         if (name != kPortName) continue;
         ::closedir(d);
         std::string dev = "/dev/" + base;
-        for (int i = 0; i < 1000 && ::access(dev.c_str(), F_OK) != 0; i++)
-          SleepMillis(2);
+        for (int i = 0; i < 1000 && ::access(dev.c_str(), F_OK) != 0; i++) SleepMillis(2);
         int fd = ::open(dev.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
         if (fd < 0) Fail(SysMsg("open", dev, errno));
         return fd;
@@ -294,8 +292,7 @@ Result<int> VmInit() {
   const std::string root = "/run/root";
   for (const char* d : {"/proc", "/sys", "/dev", "/tmp"}) MkdirP(root + d, 0755);
   Mount("proc", (root + "/proc").c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  Mount("sysfs", (root + "/sys").c_str(), "sysfs",
-        MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  Mount("sysfs", (root + "/sys").c_str(), "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   Mount("/dev", (root + "/dev").c_str(), nullptr, MS_MOVE, nullptr);
   MkdirP(root + "/dev/pts", 0755);
   MkdirP(root + "/dev/shm", 01777);
@@ -322,8 +319,7 @@ Result<int> VmInit() {
   }
   if (user_net) {
     // DNS through the gateway's resolver; written into the overlay only.
-    int fd = ::open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                    0644);
+    int fd = ::open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
       WriteAll(fd, "nameserver 10.0.2.3\n");
       ::close(fd);

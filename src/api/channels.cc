@@ -71,8 +71,8 @@ Channel::Pop Channel::TryPop(Frame* out) {
 Result<std::optional<Frame>> Channel::PopBlocking(std::chrono::milliseconds stall) {
   std::unique_lock lock(mu_);
   if (!cv_.wait_for(lock, stall, [&] { return !q_.empty() || eof_ || aborted_; })) {
-    return Error(Code::kS218, "fs channel aborted: no data for " +
-                                  std::to_string(stall.count() / 1000) + " s");
+    return Error(Code::kS218,
+                 "fs channel aborted: no data for " + std::to_string(stall.count() / 1000) + " s");
   }
   if (!q_.empty()) {
     Frame f = std::move(q_.front());
@@ -190,7 +190,7 @@ Result<ByteSource> Broker::AttachReader(const nlohmann::json& ref) {
       if (!r.ok()) return std::move(r).error();
       if (!r->has_value()) return std::string();  // end of stream
       Frame& f = **r;
-      if (!f.binary || f.data.empty()) continue;   // messages carry no file bytes
+      if (!f.binary || f.data.empty()) continue;  // messages carry no file bytes
       return std::move(f.data);
     }
   };
@@ -218,8 +218,7 @@ void Broker::StartProducer(std::shared_ptr<Channel> ch, Producer producer) {
   });
 }
 
-Broker::Attached Broker::Attach(const std::string& id, const std::string& key,
-                                const std::string& dir) {
+Broker::Attached Broker::Attach(const std::string& id, const std::string& key, const std::string& dir) {
   Attached out;
   if (dir != "read" && dir != "write") {
     out.http_status = 400;

@@ -126,9 +126,7 @@ class ScopedBroker : public ChannelBroker {
   Result<nlohmann::json> CreateReadChannel(Producer producer) override {
     return broker_.CreateReadChannel(std::move(producer));
   }
-  Result<ByteSource> AttachReader(const nlohmann::json& ref) override {
-    return broker_.AttachReader(ref);
-  }
+  Result<ByteSource> AttachReader(const nlohmann::json& ref) override { return broker_.AttachReader(ref); }
   Result<nlohmann::json> CreateChannelPair(uint32_t buffer_size) override;
   void Release();
 

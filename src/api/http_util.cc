@@ -39,8 +39,8 @@ std::string PercentEncode(std::string_view in) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : in) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '-' || c == '_' || c == '.' || c == '~';
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                 c == '_' || c == '.' || c == '~';
     if (plain) {
       out.push_back(static_cast<char>(c));
     } else {
@@ -89,7 +89,10 @@ std::optional<Target> SplitTarget(std::string_view target) {
       // Keep the escape: the segment is a parameter that contains '/'.
       std::string esc;
       for (char c : *seg) {
-        if (c == '/') esc += "%2F"; else esc.push_back(c);
+        if (c == '/')
+          esc += "%2F";
+        else
+          esc.push_back(c);
       }
       *seg = esc;
     }
@@ -140,10 +143,14 @@ RouteMatch MatchRoute(std::string_view p) {
 
 std::string_view AllowedMethods(Route r) {
   switch (r) {
-    case Route::kFunctionCall: return "GET, POST";
-    case Route::kFiles: return "GET, PUT";
-    case Route::kNotFound: return "";
-    default: return "GET";
+    case Route::kFunctionCall:
+      return "GET, POST";
+    case Route::kFiles:
+      return "GET, PUT";
+    case Route::kNotFound:
+      return "";
+    default:
+      return "GET";
   }
 }
 
@@ -152,9 +159,12 @@ size_t JsonDepth(std::string_view text, size_t limit) {
   bool in_string = false, escape = false;
   for (char c : text) {
     if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {
@@ -176,8 +186,8 @@ Result<nlohmann::json> ParsePayload(std::string_view body) {
   auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   if (std::all_of(body.begin(), body.end(), ws)) return nlohmann::json::object();
   if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return InvalidRequest("payload is not valid JSON: nesting deeper than " +
-                          std::to_string(kMaxJsonDepth) + " levels");
+    return InvalidRequest("payload is not valid JSON: nesting deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels");
   }
   try {
     return nlohmann::json::parse(body.begin(), body.end());

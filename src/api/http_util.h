@@ -5,11 +5,10 @@
 
 #include <cstddef>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 
@@ -36,14 +35,14 @@ std::optional<Target> SplitTarget(std::string_view target);
 
 enum class Route {
   kNotFound,
-  kFunctionCall,   // /v1/functions/{id}   (GET = info, POST = call)
-  kFunctionList,   // /v1/functions
-  kFiles,          // /v1/sandboxes/{id}/files
+  kFunctionCall,  // /v1/functions/{id}   (GET = info, POST = call)
+  kFunctionList,  // /v1/functions
+  kFiles,         // /v1/sandboxes/{id}/files
   kHealthz,
   kMetrics,
-  kEngine,         // /
-  kOtel,           // /otel
-  kChannel,        // /ws/channels/{id}
+  kEngine,   // /
+  kOtel,     // /otel
+  kChannel,  // /ws/channels/{id}
 };
 struct RouteMatch {
   Route route = Route::kNotFound;

@@ -7,10 +7,14 @@ namespace skiff::api {
 std::string LabelValue(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out.push_back(c);
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -35,8 +39,7 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
-void Histogram::Render(std::string& out, const std::string& name,
-                       const std::string& labels) const {
+void Histogram::Render(std::string& out, const std::string& name, const std::string& labels) const {
   std::lock_guard lock(mu_);
   uint64_t cum = 0;
   std::string sep = labels.empty() ? "" : ",";

@@ -1,12 +1,11 @@
 #include "api/worker.h"
 
-#include <unistd.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-
 #include <deque>
 
 #include "api/http_util.h"
@@ -28,8 +27,10 @@ using json = nlohmann::json;
 
 bool ParseWsUrl(const std::string& url, WsUrl* out) {
   std::string rest;
-  if (url.rfind("ws://", 0) == 0) rest = url.substr(5);
-  else return false;  // wss:// needs TLS, which skiffd does not link
+  if (url.rfind("ws://", 0) == 0)
+    rest = url.substr(5);
+  else
+    return false;  // wss:// needs TLS, which skiffd does not link
   auto slash = rest.find('/');
   std::string hostport = rest.substr(0, slash);
   out->path = slash == std::string::npos ? "/" : rest.substr(slash);
@@ -75,36 +76,38 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     }
     auto self = shared_from_this();
     uint64_t gen = ++generation;
-    resolver.async_resolve(u.host, u.port, [self, u, gen](beast::error_code ec,
-                                                         tcp::resolver::results_type res) {
-      if (gen != self->generation) return;
-      if (ec) return self->Retry("resolve: " + ec.message());
-      self->ws = std::make_unique<websocket::stream<beast::tcp_stream>>(self->ioc);
-      beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(10));
-      beast::get_lowest_layer(*self->ws).async_connect(
-          res, [self, u, gen](beast::error_code ec, const tcp::endpoint&) {
-            if (gen != self->generation) return;
-            if (ec) return self->Retry("connect: " + ec.message());
-            beast::get_lowest_layer(*self->ws).expires_never();
-            auto opt = websocket::stream_base::timeout::suggested(beast::role_type::client);
-            opt.handshake_timeout = std::chrono::seconds(10);
-            self->ws->set_option(opt);
-            self->ws->read_message_max(kMaxPayloadBytes);
-            self->ws->async_handshake(u.host + ":" + u.port, u.path, [self, gen](beast::error_code ec) {
-              if (gen != self->generation) return;
-              if (ec) return self->Retry("handshake: " + ec.message());
-              self->last_rx = std::chrono::steady_clock::now();
-              self->Read(gen);
-              self->SchedulePing(gen);
-            });
-          });
-    });
+    resolver.async_resolve(
+        u.host, u.port, [self, u, gen](beast::error_code ec, tcp::resolver::results_type res) {
+          if (gen != self->generation) return;
+          if (ec) return self->Retry("resolve: " + ec.message());
+          self->ws = std::make_unique<websocket::stream<beast::tcp_stream>>(self->ioc);
+          beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(10));
+          beast::get_lowest_layer(*self->ws).async_connect(
+              res, [self, u, gen](beast::error_code ec, const tcp::endpoint&) {
+                if (gen != self->generation) return;
+                if (ec) return self->Retry("connect: " + ec.message());
+                beast::get_lowest_layer(*self->ws).expires_never();
+                auto opt = websocket::stream_base::timeout::suggested(beast::role_type::client);
+                opt.handshake_timeout = std::chrono::seconds(10);
+                self->ws->set_option(opt);
+                self->ws->read_message_max(kMaxPayloadBytes);
+                self->ws->async_handshake(u.host + ":" + u.port, u.path, [self, gen](beast::error_code ec) {
+                  if (gen != self->generation) return;
+                  if (ec) return self->Retry("handshake: " + ec.message());
+                  self->last_rx = std::chrono::steady_clock::now();
+                  self->Read(gen);
+                  self->SchedulePing(gen);
+                });
+              });
+        });
   }
 
   void Retry(const std::string& why) {
     if (stopped) return;
-    if (up) SKIFF_LOG(Warn) << "worker: lost the engine: " << why << "; reconnecting every 2 s";
-    else SKIFF_LOG(Info) << "worker: engine not reachable (" << why << "); retrying in 2 s";
+    if (up)
+      SKIFF_LOG(Warn) << "worker: lost the engine: " << why << "; reconnecting every 2 s";
+    else
+      SKIFF_LOG(Info) << "worker: engine not reachable (" << why << "); retrying in 2 s";
     up = false;
     ++generation;
     out.clear();
@@ -202,8 +205,8 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       Invoke(m);
     } else if (type == "registrationrejected") {
       SKIFF_LOG(Error) << "worker: registration rejected (" << m.value("code", json("")).dump()
-                       << "): function " << m.value("function_id", json("")).dump()
-                       << " is owned by worker " << m.value("owner_worker_id", json("")).dump();
+                       << "): function " << m.value("function_id", json("")).dump() << " is owned by worker "
+                       << m.value("owner_worker_id", json("")).dump();
       if (hooks.rejected) hooks.rejected();
     } else if (type == "ping") {
       Send(iii::Pong());
@@ -225,8 +228,8 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     hooks.run_blocking([self, reply, gen, req = std::move(*req)]() mutable {
       Invocation inv = self->hooks.call(req.function_id, req.data);
       if (!reply) return;
-      std::string out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
-                                              self->hooks.error_body);
+      std::string out =
+          iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv), self->hooks.error_body);
       net::post(self->ioc, [self, gen, s = std::move(out)]() mutable {
         if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
       });

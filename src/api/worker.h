@@ -5,12 +5,11 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
-#include <string>
-
-#include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/error.h"
 #include "functions/registry.h"

@@ -30,29 +30,44 @@ std::optional<Code> CodeFromName(std::string_view name) {
 
 Code CodeForErrno(int err) {
   switch (err) {
-    case ENOENT: return Code::kS211;
+    case ENOENT:
+      return Code::kS211;
     case ENOTDIR:
-    case EISDIR: return Code::kS212;
-    case EEXIST: return Code::kS213;
-    case ENOTEMPTY: return Code::kS214;
+    case EISDIR:
+      return Code::kS212;
+    case EEXIST:
+      return Code::kS213;
+    case ENOTEMPTY:
+      return Code::kS214;
     case EACCES:
     case EPERM:
-    case EROFS: return Code::kS215;
-    default: return Code::kS216;
+    case EROFS:
+      return Code::kS215;
+    default:
+      return Code::kS216;
   }
 }
 
 std::string_view FsPrefix(Code c) {
   switch (c) {
-    case Code::kS211: return "file not found: ";
-    case Code::kS212: return "not a directory or wrong type: ";
-    case Code::kS213: return "already exists: ";
-    case Code::kS214: return "directory not empty: ";
-    case Code::kS215: return "permission denied: ";
-    case Code::kS216: return "fs i/o error: ";
-    case Code::kS217: return "invalid regex pattern: ";
-    case Code::kS218: return "fs channel aborted: ";
-    default: return "";
+    case Code::kS211:
+      return "file not found: ";
+    case Code::kS212:
+      return "not a directory or wrong type: ";
+    case Code::kS213:
+      return "already exists: ";
+    case Code::kS214:
+      return "directory not empty: ";
+    case Code::kS215:
+      return "permission denied: ";
+    case Code::kS216:
+      return "fs i/o error: ";
+    case Code::kS217:
+      return "invalid regex pattern: ";
+    case Code::kS218:
+      return "fs channel aborted: ";
+    default:
+      return "";
   }
 }
 
@@ -79,8 +94,7 @@ Error InvalidRequest(std::string_view detail) {
 }
 
 Error Platform(std::string_view stage, std::string_view detail) {
-  return Error(Code::kS300,
-               "platform failure: " + std::string(stage) + ": " + std::string(detail));
+  return Error(Code::kS300, "platform failure: " + std::string(stage) + ": " + std::string(detail));
 }
 
 }  // namespace skiff

@@ -8,13 +8,12 @@
 #pragma once
 
 #include <cerrno>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 namespace skiff {
 
@@ -63,11 +62,20 @@ class Error {
 
   // Optional wire extras (spec §5.1).
   const nlohmann::json& fix() const { return fix_; }
-  Error& set_fix(nlohmann::json fix) { fix_ = std::move(fix); return *this; }
+  Error& set_fix(nlohmann::json fix) {
+    fix_ = std::move(fix);
+    return *this;
+  }
   const std::optional<std::string>& fix_note_override() const { return fix_note_; }
-  Error& set_fix_note(std::optional<std::string> note) { fix_note_ = std::move(note); return *this; }
+  Error& set_fix_note(std::optional<std::string> note) {
+    fix_note_ = std::move(note);
+    return *this;
+  }
   const std::optional<nlohmann::json>& details() const { return details_; }
-  Error& set_details(nlohmann::json d) { details_ = std::move(d); return *this; }
+  Error& set_details(nlohmann::json d) {
+    details_ = std::move(d);
+    return *this;
+  }
 
   // Adds what the caller was doing, keeping the code and extras:
   //   Error::Sys(kS300, "mount", dir, EINVAL).With("while starting the jail")
@@ -89,7 +97,7 @@ class Error {
 };
 
 // Shorthands.
-Error InvalidRequest(std::string_view detail);  // S001 "invalid request: <detail>"
+Error InvalidRequest(std::string_view detail);                    // S001 "invalid request: <detail>"
 Error Platform(std::string_view stage, std::string_view detail);  // S300
 
 // "ENOENT" for 2; "E<n>" for an unknown number.
@@ -99,7 +107,7 @@ std::string_view ErrnoName(int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -129,9 +137,9 @@ inline Status OkStatus() { return Ok{}; }
 // Propagate an error from an expression yielding Result<…>/Status.
 #define SKIFF_CONCAT_INNER(a, b) a##b
 #define SKIFF_CONCAT(a, b) SKIFF_CONCAT_INNER(a, b)
-#define SKIFF_RETURN_IF_ERROR(expr)                         \
-  do {                                                      \
-    auto _skiff_st = (expr);                                \
+#define SKIFF_RETURN_IF_ERROR(expr)                           \
+  do {                                                        \
+    auto _skiff_st = (expr);                                  \
     if (!_skiff_st.ok()) return std::move(_skiff_st).error(); \
   } while (0)
 #define SKIFF_ASSIGN_OR_RETURN(lhs, expr) \

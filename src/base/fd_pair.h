@@ -23,7 +23,8 @@ inline Result<FdPair> MakePipe(int flags = O_CLOEXEC) {
 
 inline Result<FdPair> MakeSocketPair(int type = SOCK_STREAM | SOCK_CLOEXEC) {
   int fds[2];
-  if (::socketpair(AF_UNIX, type, 0, fds) != 0) return Error::Sys(Code::kS300, "socketpair", "AF_UNIX", errno);
+  if (::socketpair(AF_UNIX, type, 0, fds) != 0)
+    return Error::Sys(Code::kS300, "socketpair", "AF_UNIX", errno);
   return FdPair{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 

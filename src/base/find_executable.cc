@@ -15,7 +15,8 @@ bool IsExecutableFile(const std::string& path) {
 
 }  // namespace
 
-std::optional<std::string> FindExecutable(std::string_view name, std::optional<std::string_view> search_path) {
+std::optional<std::string> FindExecutable(std::string_view name,
+                                          std::optional<std::string_view> search_path) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string_view::npos) {
     std::string p(name);

@@ -32,8 +32,8 @@ void Write(Level l, std::string_view msg) {
   tm t{};
   gmtime_r(&ts.tv_sec, &t);
   char head[64];
-  int n = snprintf(head, sizeof head, "%02d:%02d:%02d.%03ld skiff %s: ", t.tm_hour, t.tm_min,
-                   t.tm_sec, ts.tv_nsec / 1000000, kTag[static_cast<int>(l)]);
+  int n = snprintf(head, sizeof head, "%02d:%02d:%02d.%03ld skiff %s: ", t.tm_hour, t.tm_min, t.tm_sec,
+                   ts.tv_nsec / 1000000, kTag[static_cast<int>(l)]);
   std::string line(head, static_cast<size_t>(n));
   line.append(msg).push_back('\n');
   (void)!::write(STDERR_FILENO, line.data(), line.size());

@@ -27,7 +27,7 @@ class Line {
 
 }  // namespace skiff::log
 
-#define SKIFF_LOG(lvl)                                                              \
-  for (bool _skiff_log_once = ::skiff::log::Enabled(::skiff::log::Level::k##lvl); \
-       _skiff_log_once; _skiff_log_once = false)                                  \
+#define SKIFF_LOG(lvl)                                                                             \
+  for (bool _skiff_log_once = ::skiff::log::Enabled(::skiff::log::Level::k##lvl); _skiff_log_once; \
+       _skiff_log_once = false)                                                                    \
   ::skiff::log::Line(::skiff::log::Level::k##lvl)

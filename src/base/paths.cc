@@ -44,9 +44,9 @@ std::string AgentBinary() {
   if (auto v = Env("SKIFF_AGENT"); !v.empty()) return v;
   // Installed side by side, or in a build tree (cmd/skiff/ next to cmd/skiff-agent/).
   std::string self = SelfDir();
-  for (const std::string& c : {self + "/skiff-agent", self + "/../skiff-agent/skiff-agent",
-                               self + "/../cmd/skiff-agent/skiff-agent",
-                               self + "/../../cmd/skiff-agent/skiff-agent"})
+  for (const std::string& c :
+       {self + "/skiff-agent", self + "/../skiff-agent/skiff-agent", self + "/../cmd/skiff-agent/skiff-agent",
+        self + "/../../cmd/skiff-agent/skiff-agent"})
     if (::access(c.c_str(), X_OK) == 0) return c;
   return self + "/skiff-agent";
 }

@@ -1,8 +1,8 @@
 #include "base/subprocess.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,8 +46,8 @@ Result<Process> Spawn(const std::vector<std::string>& argv, const SpawnOptions& 
     if (rc != 0) return Error::Sys(Code::kS300, "posix_spawn_file_actions_adddup2", argv[0], rc);
   }
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, prog->c_str(), &actions, nullptr, args.data(),
-                         options.env ? envp.data() : environ);
+  int rc =
+      ::posix_spawn(&pid, prog->c_str(), &actions, nullptr, args.data(), options.env ? envp.data() : environ);
   if (rc != 0) return Error::Sys(Code::kS300, "posix_spawn", *prog, rc);
   // The child is ours and unreaped, so its pid cannot be reused before the
   // pidfd pins it.

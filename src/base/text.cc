@@ -38,10 +38,17 @@ size_t Utf8SeqLen(std::string_view s, size_t i) {
   if (c < 0x80) return 1;
   size_t need;
   uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) { need = 1; cp = c & 0x1F; }
-  else if (c >= 0xE0 && c <= 0xEF) { need = 2; cp = c & 0x0F; }
-  else if (c >= 0xF0 && c <= 0xF4) { need = 3; cp = c & 0x07; }
-  else return 0;
+  if (c >= 0xC2 && c <= 0xDF) {
+    need = 1;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    need = 2;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    need = 3;
+    cp = c & 0x07;
+  } else
+    return 0;
   for (size_t k = 1; k <= need; ++k) {
     if (i + k >= s.size()) return 0;
     unsigned char cc = b(i + k);
@@ -61,14 +68,22 @@ std::string Base64Encode(std::string_view in) {
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
     uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += kB64[v >> 18]; out += kB64[(v >> 12) & 63]; out += kB64[(v >> 6) & 63]; out += kB64[v & 63];
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
   }
   if (i + 1 == in.size()) {
     uint32_t v = uint8_t(in[i]) << 16;
-    out += kB64[v >> 18]; out += kB64[(v >> 12) & 63]; out += "==";
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += "==";
   } else if (i + 2 == in.size()) {
     uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += kB64[v >> 18]; out += kB64[(v >> 12) & 63]; out += kB64[(v >> 6) & 63]; out += '=';
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += '=';
   }
   return out;
 }
@@ -135,16 +150,17 @@ std::string NewUuid() {
   b[6] = (b[6] & 0x0F) | 0x40;
   b[8] = (b[8] & 0x3F) | 0x80;
   char out[37];
-  snprintf(out, sizeof out,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return out;
 }
 
 std::optional<std::string> CanonicalUuid(std::string_view in) {
   std::string_view s = in;
-  if (s.size() >= 9 && (s.substr(0, 9) == "urn:uuid:" || s.substr(0, 9) == "URN:UUID:")) s.remove_prefix(9);
-  else if (s.size() >= 2 && s.front() == '{' && s.back() == '}') s = s.substr(1, s.size() - 2);
+  if (s.size() >= 9 && (s.substr(0, 9) == "urn:uuid:" || s.substr(0, 9) == "URN:UUID:"))
+    s.remove_prefix(9);
+  else if (s.size() >= 2 && s.front() == '{' && s.back() == '}')
+    s = s.substr(1, s.size() - 2);
   std::string hex;
   if (s.size() == 36) {
     for (size_t i = 0; i < 36; ++i) {
@@ -163,8 +179,8 @@ std::optional<std::string> CanonicalUuid(std::string_view in) {
     if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
   }
-  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-         hex.substr(16, 4) + "-" + hex.substr(20);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
+         hex.substr(20);
 }
 
 std::string RandomHex(size_t bytes) {
@@ -184,8 +200,8 @@ std::string Rfc3339Millis(int64_t ms) {
   tm t{};
   gmtime_r(&secs, &t);
   char buf[96];
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1,
-           t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ms % 1000));
+  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+           t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ms % 1000));
   return buf;
 }
 

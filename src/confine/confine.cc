@@ -29,23 +29,68 @@ constexpr uint64_t Bit(int cap) { return uint64_t{1} << cap; }
 
 // Syscalls denied outright (EPERM), in the spirit of Docker's default profile.
 const std::vector<const char*> kDenied = {
-    "mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
-    "fsmount", "fspick", "mount_setattr",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "create_module", "get_kernel_syms", "query_module",
-    "bpf", "perf_event_open", "fanotify_init",
-    "keyctl", "add_key", "request_key",
-    "userfaultfd", "open_by_handle_at", "name_to_handle_at",
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "bpf",
+    "perf_event_open",
+    "fanotify_init",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "userfaultfd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
     "setns",
-    "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "lookup_dcookie",
-    "iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
-    "syslog", "vm86", "vm86old", "nfsservctl", "sysfs", "_sysctl", "uselib", "ustat",
-    "afs_syscall", "vhangup",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "lookup_dcookie",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "stime",
+    "syslog",
+    "vm86",
+    "vm86old",
+    "nfsservctl",
+    "sysfs",
+    "_sysctl",
+    "uselib",
+    "ustat",
+    "afs_syscall",
+    "vhangup",
 };
 
-constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |
-                                     CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+constexpr uint64_t kNamespaceFlags =
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 
 Result<std::vector<sock_filter>> BuildFilter() {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -56,8 +101,8 @@ Result<std::vector<sock_filter>> BuildFilter() {
   auto add = [&](int nr, uint32_t action, unsigned n, const scmp_arg_cmp* cmp) -> Status {
     int r = seccomp_rule_add_array(ctx, action, nr, n, cmp);
     if (r < 0)
-      return Platform("isolation", "seccomp_rule_add(" + std::to_string(nr) + "): " +
-                                       std::string(ErrnoName(-r)));
+      return Platform("isolation",
+                      "seccomp_rule_add(" + std::to_string(nr) + "): " + std::string(ErrnoName(-r)));
     return OkStatus();
   };
   for (const char* name : kDenied) {
@@ -102,8 +147,7 @@ Result<std::vector<sock_filter>> BuildFilter() {
   struct stat st {};
   if (::fstat(mem.get(), &st) < 0) return Error::Sys(Code::kS300, "fstat", "seccomp", errno);
   if (st.st_size <= 0 || st.st_size % sizeof(sock_filter) != 0 || st.st_size > (1 << 20))
-    return Platform("isolation", "seccomp_export_bpf produced " + std::to_string(st.st_size) +
-                                     " bytes");
+    return Platform("isolation", "seccomp_export_bpf produced " + std::to_string(st.st_size) + " bytes");
   std::vector<sock_filter> prog(static_cast<size_t>(st.st_size) / sizeof(sock_filter));
   size_t want = static_cast<size_t>(st.st_size), got = 0;
   char* dst = reinterpret_cast<char*>(prog.data());
@@ -126,10 +170,9 @@ int ReadLastCap() {
 }  // namespace
 
 uint64_t DefaultCapabilityMask() {
-  return Bit(CAP_CHOWN) | Bit(CAP_DAC_OVERRIDE) | Bit(CAP_FOWNER) | Bit(CAP_FSETID) |
-         Bit(CAP_KILL) | Bit(CAP_SETGID) | Bit(CAP_SETUID) | Bit(CAP_SETPCAP) |
-         Bit(CAP_NET_BIND_SERVICE) | Bit(CAP_NET_RAW) | Bit(CAP_SYS_CHROOT) | Bit(CAP_MKNOD) |
-         Bit(CAP_AUDIT_WRITE) | Bit(CAP_SETFCAP);
+  return Bit(CAP_CHOWN) | Bit(CAP_DAC_OVERRIDE) | Bit(CAP_FOWNER) | Bit(CAP_FSETID) | Bit(CAP_KILL) |
+         Bit(CAP_SETGID) | Bit(CAP_SETUID) | Bit(CAP_SETPCAP) | Bit(CAP_NET_BIND_SERVICE) | Bit(CAP_NET_RAW) |
+         Bit(CAP_SYS_CHROOT) | Bit(CAP_MKNOD) | Bit(CAP_AUDIT_WRITE) | Bit(CAP_SETFCAP);
 }
 
 const std::vector<const char*>& DeniedSyscalls() { return kDenied; }
@@ -171,10 +214,8 @@ ApplyResult DropBoundingAndAmbient(const ChildPolicy& p) noexcept {
 
 ApplyResult LoadFilter(const ChildPolicy& p) noexcept {
   if (p.filter.empty()) return {};
-  sock_fprog prog{static_cast<unsigned short>(p.filter.size()),
-                  const_cast<sock_filter*>(p.filter.data())};
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
-    return {errno, "prctl(PR_SET_SECCOMP)"};
+  sock_fprog prog{static_cast<unsigned short>(p.filter.size()), const_cast<sock_filter*>(p.filter.data())};
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) return {errno, "prctl(PR_SET_SECCOMP)"};
   return {};
 }
 

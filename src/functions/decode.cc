@@ -9,15 +9,22 @@ namespace skiff::fn {
 
 std::string_view JsonTypeName(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "number";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    default: return "binary";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "binary";
   }
 }
 
@@ -41,8 +48,8 @@ Error MissingField(std::string_view field, std::string_view expected) {
 }
 
 Error WrongType(std::string_view field, std::string_view expected, const json& got) {
-  return InvalidRequest("field '" + std::string(field) + "': expected " + std::string(expected) +
-                        ", got " + std::string(JsonTypeName(got)));
+  return InvalidRequest("field '" + std::string(field) + "': expected " + std::string(expected) + ", got " +
+                        std::string(JsonTypeName(got)));
 }
 
 Error BadField(std::string_view field, std::string_view detail) {
@@ -350,8 +357,7 @@ ShlexResult ShlexSplit(std::string_view line) {
   return r;
 }
 
-Result<std::vector<std::string>> ResolveCommand(const std::string& cmd,
-                                                const std::vector<std::string>& args,
+Result<std::vector<std::string>> ResolveCommand(const std::string& cmd, const std::vector<std::string>& args,
                                                 const std::vector<std::string>& argv) {
   std::vector<std::string> out;
   if (!argv.empty()) {

@@ -9,12 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "sandbox/manager.h"
@@ -119,8 +118,7 @@ struct ShlexResult {
 ShlexResult ShlexSplit(std::string_view line);
 
 // §2.2.1 command-shape resolution → argv (argv[0] = program), or S001.
-Result<std::vector<std::string>> ResolveCommand(const std::string& cmd,
-                                                const std::vector<std::string>& args,
+Result<std::vector<std::string>> ResolveCommand(const std::string& cmd, const std::vector<std::string>& args,
                                                 const std::vector<std::string>& argv);
 
 // §2.5: a lang value must be non-empty and contain no whitespace.

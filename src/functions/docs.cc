@@ -256,9 +256,12 @@ std::string TypeOf(const json& s) {
 std::string Cell(std::string s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -279,7 +282,8 @@ void PropsTable(std::ostringstream& o, const json& schema, bool request) {
   for (const auto& [name, p] : props.items()) {
     std::string def;
     if (request) {
-      def = required.count(name) ? "required" : (p.contains("default") ? "`" + p["default"].dump() + "`" : "—");
+      def =
+          required.count(name) ? "required" : (p.contains("default") ? "`" + p["default"].dump() + "`" : "—");
     } else {
       def = required.count(name) ? "yes" : "no";
     }
@@ -309,9 +313,10 @@ std::string RenderApiDoc() {
   for (const FunctionDef* dp : defs) {
     const FunctionDef& d = *dp;
     o << "<a id=\"" << d.id << "\"></a>\n\n### `" << d.id << "`\n\n" << d.description << "\n\n";
-    o << "Worker: `" << d.worker_name << "`" << (d.internal ? " (internal: listed only with "
-                                                             "`include_internal`)"
-                                                           : "")
+    o << "Worker: `" << d.worker_name << "`"
+      << (d.internal ? " (internal: listed only with "
+                       "`include_internal`)"
+                     : "")
       << ".\n\n";
     o << "**Request**\n\n";
     PropsTable(o, d.request_schema, true);

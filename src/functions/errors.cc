@@ -1,8 +1,9 @@
 // S-code → wire object, HTTP status, type, retryability and fix_note: the
 // one place where codes are mapped (spec §5).
+#include "functions/errors.h"
+
 #include <array>
 
-#include "functions/errors.h"
 #include "functions/registry.h"
 
 namespace skiff {
@@ -11,8 +12,7 @@ namespace {
 constexpr std::string_view kParentsNote =
     "merge fix into the request you sent and send it again; parents: true creates the missing "
     "directories";
-constexpr std::string_view kGoneNote =
-    "this sandbox no longer exists; call sandbox::create to get a new one";
+constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
 constexpr std::array<CodeInfo, 20> kCodes = {{
     {Code::kS001, "validation", 400, false,
@@ -21,8 +21,8 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
      "command or env; range checks (cpus, memory_mb); bad isolation/lang value; payload over "
      "32 MiB (HTTP 413)",
      "the message names the field and what is expected"},
-    {Code::kS002, "validation", 404, false,
-     "No sandbox with that id (never existed, stopped, or reaped)", kGoneNote},
+    {Code::kS002, "validation", 404, false, "No sandbox with that id (never existed, stopped, or reaped)",
+     kGoneNote},
     {Code::kS003, "validation", 429, false,
      "exec while max_concurrent_exec_per_sandbox execs are already running in that sandbox",
      "every exec slot of this sandbox is busy (default 4); a slot frees only when a running exec "
@@ -32,8 +32,7 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
      "after a pause only helps when the running commands are short"},
     {Code::kS004, "validation", 409, false,
      "The sandbox is being stopped or reaped; or it was stopped while this call ran", kGoneNote},
-    {Code::kS100, "config", 400, false,
-     "image is not a catalog name, or is not in image_allowlist",
+    {Code::kS100, "config", 400, false, "image is not a catalog name, or is not in image_allowlist",
      "pick one of the images named in the message; others must be added by the operator "
      "(custom_images and image_allowlist)"},
     {Code::kS101, "internal", 503, false, "The image is not installed and auto_install is false",

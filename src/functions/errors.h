@@ -3,10 +3,9 @@
 // in functions/registry.h; this header adds the table itself for docs/tests.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 
@@ -14,8 +13,8 @@ namespace skiff {
 
 struct CodeInfo {
   Code code;
-  std::string_view type;      // "validation", "filesystem", ...
-  int http;                   // HTTP status
+  std::string_view type;  // "validation", "filesystem", ...
+  int http;               // HTTP status
   bool retryable;
   std::string_view meaning;   // when it is raised
   std::string_view fix_note;  // default note; "" = null

@@ -138,8 +138,7 @@ class Validator {
 
 }  // namespace
 
-std::vector<std::string> ValidateJsonSchema(const nlohmann::json& schema,
-                                            const nlohmann::json& instance) {
+std::vector<std::string> ValidateJsonSchema(const nlohmann::json& schema, const nlohmann::json& instance) {
   std::vector<std::string> out;
   Validator(schema).Check(schema, instance, "", out);
   return out;

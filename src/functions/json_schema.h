@@ -6,17 +6,15 @@
 // (documented examples, live responses) and available to e2e suites.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace skiff {
 
 // Validates `instance` against `schema` (whose root holds `definitions`).
 // Returns the list of violations, each "<json pointer>: <problem>"; empty
 // means valid.
-std::vector<std::string> ValidateJsonSchema(const nlohmann::json& schema,
-                                            const nlohmann::json& instance);
+std::vector<std::string> ValidateJsonSchema(const nlohmann::json& schema, const nlohmann::json& instance);
 
 }  // namespace skiff

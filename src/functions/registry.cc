@@ -5,10 +5,10 @@
 // stopping check (S004), admission (S003) and the operation.
 #include "functions/registry.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <set>
-
-#include <re2/re2.h>
 
 #include "base/text.h"
 #include "functions/decode.h"
@@ -19,8 +19,8 @@
 namespace skiff {
 namespace {
 
-using nlohmann::json;
 using fn::Fields;
+using nlohmann::json;
 
 constexpr std::string_view kSandboxWorker = "iii-sandbox";
 constexpr std::string_view kEngineWorker = "iii-engine-functions";
@@ -295,8 +295,7 @@ Result<WriteBody> ReadWriteBody(const Fields& f) {
     return InvalidRequest("fs::write takes content or content_b64, not both");
   }
   if (content == nullptr && b64 == nullptr) {
-    return InvalidRequest(
-        "fs::write needs a body: content (string or channel reference) or content_b64");
+    return InvalidRequest("fs::write needs a body: content (string or channel reference) or content_b64");
   }
   WriteBody body;
   if (b64 != nullptr) {
@@ -392,8 +391,7 @@ Result<json> HandleRead(const json& payload, CallContext& ctx) {
       auto bytes = std::make_shared<std::string>(std::move(data));
       producer = [bytes](const ByteSink& sink) -> Status {
         for (size_t off = 0; off < bytes->size(); off += fn::kChannelChunk) {
-          std::string_view chunk(bytes->data() + off,
-                                 std::min(fn::kChannelChunk, bytes->size() - off));
+          std::string_view chunk(bytes->data() + off, std::min(fn::kChannelChunk, bytes->size() - off));
           if (!sink(chunk)) {
             return Error(Code::kS216, std::string(FsPrefix(Code::kS216)) + "channel reader went away");
           }
@@ -406,7 +404,8 @@ Result<json> HandleRead(const json& payload, CallContext& ctx) {
       SandboxManager* manager = &ctx.manager;
       std::string id = r.id, path = r.path;
       producer = [manager, id, path](const ByteSink& sink) -> Status {
-        return manager->FsRead(id, path, [](const FsReadMeta&) {}, sink);
+        return manager->FsRead(
+            id, path, [](const FsReadMeta&) {}, sink);
       };
     }
     SKIFF_ASSIGN_OR_RETURN(json ref, ctx.channels->CreateReadChannel(std::move(producer)));
@@ -561,61 +560,58 @@ std::vector<FunctionDef> BuildTable() {
   std::vector<FunctionDef> t;
   t.push_back(Def("sandbox::create", "Boot a sandbox from an allowlisted catalog image; returns sandbox_id.",
                   HandleCreate, {C::kS001, C::kS100, C::kS101, C::kS102, C::kS300, C::kS400}));
-  t.push_back(Def("sandbox::exec",
-                  "Run one command (shell-line, cmd+args, or argv shape) in a sandbox; returns "
-                  "stdout, stderr and exit code.",
-                  HandleExec,
-                  {C::kS001, C::kS002, C::kS003, C::kS004, C::kS200, C::kS211, C::kS212, C::kS219,
-                   C::kS300}));
+  t.push_back(
+      Def("sandbox::exec",
+          "Run one command (shell-line, cmd+args, or argv shape) in a sandbox; returns "
+          "stdout, stderr and exit code.",
+          HandleExec,
+          {C::kS001, C::kS002, C::kS003, C::kS004, C::kS200, C::kS211, C::kS212, C::kS219, C::kS300}));
   t.push_back(Def("sandbox::stop",
                   "Kill a sandbox's processes and discard its private writable layer (wait: true "
                   "blocks until fully released).",
                   HandleStop, {C::kS001, C::kS002}));
-  t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.",
-                  HandleList, {C::kS001}));
+  t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.", HandleList,
+                  {C::kS001}));
   t.push_back(Def("sandbox::run",
                   "One-shot: create, write code to /tmp/run.<ext>, run it with the interpreter "
                   "for lang, stop.",
                   HandleRun,
-                  {C::kS001, C::kS100, C::kS101, C::kS102, C::kS200, C::kS211, C::kS212, C::kS215,
-                   C::kS216, C::kS300, C::kS400}));
+                  {C::kS001, C::kS100, C::kS101, C::kS102, C::kS200, C::kS211, C::kS212, C::kS215, C::kS216,
+                   C::kS300, C::kS400}));
   t.push_back(Def("sandbox::catalog::list",
                   "List the image catalog (presets python, node, plus operator-defined images).",
                   HandleCatalogList, {C::kS001}));
   t.push_back(Def("sandbox::fs::ls", "List a directory's entries.", HandleLs, with({C::kS212})));
-  t.push_back(Def("sandbox::fs::stat", "Metadata of one path (without following a symlink).",
-                  HandleStat, with({})));
+  t.push_back(
+      Def("sandbox::fs::stat", "Metadata of one path (without following a symlink).", HandleStat, with({})));
   t.push_back(Def("sandbox::fs::mkdir", "Create a directory, optionally with parents.", HandleMkdir,
                   with({C::kS210, C::kS212, C::kS213})));
   t.push_back(Def("sandbox::fs::write",
-                  "Write a whole file atomically from a string, base64, or a streamed channel.",
-                  HandleWrite, with({C::kS210, C::kS212, C::kS218})));
+                  "Write a whole file atomically from a string, base64, or a streamed channel.", HandleWrite,
+                  with({C::kS210, C::kS212, C::kS218})));
   t.push_back(Def("sandbox::fs::read",
                   "Read a file: inline body if < 1 MiB and UTF-8, always a content stream "
                   "reference.",
                   HandleRead, with({C::kS212})));
-  t.push_back(Def("sandbox::fs::rm",
-                  "Remove a file, symlink or directory (recursive on request).", HandleRm,
+  t.push_back(Def("sandbox::fs::rm", "Remove a file, symlink or directory (recursive on request).", HandleRm,
                   with({C::kS214})));
-  t.push_back(Def("sandbox::fs::chmod",
-                  "Change mode (and optionally owner/group), optionally recursively.", HandleChmod,
-                  with({C::kS210})));
+  t.push_back(Def("sandbox::fs::chmod", "Change mode (and optionally owner/group), optionally recursively.",
+                  HandleChmod, with({C::kS210})));
   t.push_back(Def("sandbox::fs::mv", "Rename or move a path, optionally overwriting.", HandleMv,
                   with({C::kS212, C::kS213, C::kS214})));
   t.push_back(Def("sandbox::fs::grep",
-                  "Search files for an RE2 pattern; returns {path, line, content} matches.",
-                  HandleGrep, with({C::kS210, C::kS217})));
+                  "Search files for an RE2 pattern; returns {path, line, content} matches.", HandleGrep,
+                  with({C::kS210, C::kS217})));
   t.push_back(Def("sandbox::fs::sed",
-                  "Find and replace (regex or literal) across a file list or a directory tree.",
-                  HandleSed, with({C::kS210, C::kS217})));
-  t.push_back(Def("engine::functions::list", "List the functions this server provides.",
-                  HandleFunctionsList, {C::kS001}));
-  t.push_back(Def("engine::functions::info",
-                  "Details and schemas of one function, or of up to 32 functions.",
+                  "Find and replace (regex or literal) across a file list or a directory tree.", HandleSed,
+                  with({C::kS210, C::kS217})));
+  t.push_back(Def("engine::functions::list", "List the functions this server provides.", HandleFunctionsList,
+                  {C::kS001}));
+  t.push_back(Def("engine::functions::info", "Details and schemas of one function, or of up to 32 functions.",
                   HandleFunctionsInfo, {}));
   t.push_back(Def("engine::channels::create",
-                  "Create a data channel; returns its writer and reader references.",
-                  HandleChannelsCreate, {C::kS001}));
+                  "Create a data channel; returns its writer and reader references.", HandleChannelsCreate,
+                  {C::kS001}));
   std::sort(t.begin(), t.end(), [](const FunctionDef& a, const FunctionDef& b) { return a.id < b.id; });
   return t;
 }

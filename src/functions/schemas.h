@@ -5,9 +5,8 @@
 // described "Extension: …". Defaults and limits come from functions/decode.h.
 #pragma once
 
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace skiff::fn {
 

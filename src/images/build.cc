@@ -38,8 +38,7 @@ std::vector<std::string> DebianMirrors(const std::string& suite) {
 
 }  // namespace
 
-Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
-                              const ProgressFn& progress) {
+Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const ProgressFn& progress) {
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
     SKIFF_LOG(Debug) << "image " << name << ": " << s;
@@ -59,8 +58,9 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
     return finish(*have);
   }
   if (::geteuid() != 0) {
-    return Platform("sandbox", "building preset images needs root (mmdebstrap --mode=root "
-                               "keeps the rootfs owned by uid 0)");
+    return Platform("sandbox",
+                    "building preset images needs root (mmdebstrap --mode=root "
+                    "keeps the rootfs owned by uid 0)");
   }
   SKIFF_ASSIGN_OR_RETURN(UniqueFd lock, store.Lock(recipe.digest));
   if (auto have = store.Read(recipe.digest)) {  // built by another process meanwhile
@@ -100,9 +100,8 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
   argv.push_back(rootfs);
   for (auto& m : DebianMirrors(recipe.suite)) argv.push_back(m);
 
-  say("building preset " + name + " " + recipe.Version() + " with mmdebstrap (" +
-      recipe.suite + ", " + recipe.variant + ", " + std::to_string(recipe.packages.size()) +
-      " packages)");
+  say("building preset " + name + " " + recipe.Version() + " with mmdebstrap (" + recipe.suite + ", " +
+      recipe.variant + ", " + std::to_string(recipe.packages.size()) + " packages)");
   int64_t t0 = MonotonicMillis();
   Status st = RunLogged(argv, [&](const std::string& line) {
     if (progress) progress(line);

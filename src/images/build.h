@@ -19,8 +19,7 @@ using ProgressFn = std::function<void(const std::string&)>;
 // and makes sure its block image exists (best effort). Concurrent callers
 // build once (flock); a failed build leaves nothing behind. Needs root
 // (rootfs files stay owned by uid 0, as mmdebstrap creates them).
-Result<ImageMeta> BuildPreset(const Store& store, const std::string& name,
-                              const ProgressFn& progress = {});
+Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const ProgressFn& progress = {});
 // Same, in the default store (SKIFF_IMAGES_DIR, else <data dir>/images).
 Result<ImageMeta> BuildPreset(const std::string& name, const ProgressFn& progress = {});
 
@@ -31,8 +30,8 @@ Result<ImageMeta> BuildPreset(const std::string& name, const ProgressFn& progres
 // (absolute paths are made relative; `..`, paths through symlinks, hard
 // links leaving the tree, device nodes) are refused or neutralised;
 // setuid/setgid bits and extended attributes are dropped.
-Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
-                                const std::string& path, const ProgressFn& progress = {});
+Result<ImageMeta> ImportArchive(const Store& store, const std::string& name, const std::string& path,
+                                const ProgressFn& progress = {});
 Result<ImageMeta> ImportArchive(const std::string& name, const std::string& path,
                                 const ProgressFn& progress = {});
 

@@ -30,7 +30,7 @@ std::vector<CatalogEntry> Catalog::List() const {
   }
   out.push_back({"host", kHostRef, "host", config_.ImageAllowed("host"), true});
   for (const auto& [name, source] : config_.custom_images) {  // std::map: sorted by name
-    if (images::IsPreset(name) || name == "host") continue;  // rejected by config validation
+    if (images::IsPreset(name) || name == "host") continue;   // rejected by config validation
     out.push_back({name, source, "custom", config_.ImageAllowed(name), Installed(name)});
   }
   return out;
@@ -71,8 +71,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
     for (const auto& e : List()) {
       if (e.allowed) allowed += (allowed.empty() ? "" : ", ") + e.name;
     }
-    return Error(Code::kS100, "image '" + name +
-                                  "' is not in the catalog or not allowed; allowed images: " +
+    return Error(Code::kS100, "image '" + name + "' is not in the catalog or not allowed; allowed images: " +
                                   (allowed.empty() ? "none" : allowed));
   }
   if (name == "host") return HostImage();
@@ -108,14 +107,13 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
     if (l.ok()) {
       lease = std::move(l).value();
     } else if (attempt >= 2) {
-      return Error(Code::kS102, "auto-install failed for image '" + name + "': " +
-                                    l.error().message());
+      return Error(Code::kS102, "auto-install failed for image '" + name + "': " + l.error().message());
     }
   }
   auto meta = store.Read(*digest);
   if (!meta) {
-    return Error(Code::kS102, "auto-install failed for image '" + name +
-                                  "': store entry " + *digest + " vanished");
+    return Error(Code::kS102,
+                 "auto-install failed for image '" + name + "': store entry " + *digest + " vanished");
   }
   ResolvedImage out;
   out.name = name;

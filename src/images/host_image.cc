@@ -2,6 +2,8 @@
 // skeleton root with a synthesized minimal /etc. Nothing secret from the
 // host's /etc is ever copied (no shadow, ssh keys, machine-id, ...): only an
 // allow list of public configuration.
+#include "images/host_image.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,13 +17,12 @@
 #include <optional>
 #include <sstream>
 
-#include "base/fs_util.h"
 #include "base/error.h"
+#include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/text.h"
 #include "images/catalog.h"
-#include "images/host_image.h"
 
 namespace skiff {
 namespace {
@@ -58,8 +59,8 @@ std::optional<std::string> ReadLink(const std::string& path) {
 using Watched = std::vector<std::string>;
 
 // Copies a host /etc entry (file or symlink) if it exists.
-void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& host,
-               const std::string& rel, bool in_watched_dir = false) {
+void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& host, const std::string& rel,
+               bool in_watched_dir = false) {
   struct stat st;
   bool exists = ::lstat(host.c_str(), &st) == 0;
   if (!(in_watched_dir && exists && S_ISLNK(st.st_mode))) watched.push_back(host);
@@ -73,8 +74,8 @@ void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& hos
 
 // Copies a host directory's regular files and symlinks, one level deep
 // (plus one more level for subdirectories when `depth` > 0).
-void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host,
-             const std::string& rel, int depth = 0) {
+void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host, const std::string& rel,
+             int depth = 0) {
   watched.push_back(host);
   DIR* d = ::opendir(host.c_str());
   if (d == nullptr) return;
@@ -100,8 +101,8 @@ void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host,
 
 std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& watched) {
   std::vector<Entry> e;
-  for (const char* d : {"dev", "proc", "sys", "run", "mnt", "opt", "srv", "media", "home", "var",
-                        "var/lib", "var/cache", "var/log", "usr", "etc"})
+  for (const char* d : {"dev", "proc", "sys", "run", "mnt", "opt", "srv", "media", "home", "var", "var/lib",
+                        "var/cache", "var/log", "usr", "etc"})
     e.push_back({Entry::kDir, d, "", 0755});
   e.push_back({Entry::kDir, "root", "", 0700});
   e.push_back({Entry::kDir, "tmp", "", 01777});
@@ -146,8 +147,8 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& 
   CopyEntry(e, watched, "/etc/ld.so.cache", "etc/ld.so.cache");
   CopyEntry(e, watched, "/etc/ld.so.conf", "etc/ld.so.conf");
   CopyDir(e, watched, "/etc/ld.so.conf.d", "etc/ld.so.conf.d");
-  for (const char* f : {"os-release", "debian_version", "localtime", "timezone", "shells",
-                        "protocols", "services", "mime.types", "ethertypes", "rpc"})
+  for (const char* f : {"os-release", "debian_version", "localtime", "timezone", "shells", "protocols",
+                        "services", "mime.types", "ethertypes", "rpc"})
     CopyEntry(e, watched, std::string("/etc/") + f, std::string("etc/") + f);
   e.push_back({Entry::kDir, "etc/ssl", "", 0755});
   CopyDir(e, watched, "/etc/ssl/certs", "etc/ssl/certs");
@@ -198,8 +199,7 @@ Status Materialize(const std::string& root, const std::vector<Entry>& entries) {
         if (::chmod(p.c_str(), e.mode) < 0) return Error::Sys(Code::kS300, "chmod", p, errno);
         break;
       case Entry::kLink:
-        if (::symlink(e.data.c_str(), p.c_str()) < 0)
-          return Error::Sys(Code::kS300, "symlink", p, errno);
+        if (::symlink(e.data.c_str(), p.c_str()) < 0) return Error::Sys(Code::kS300, "symlink", p, errno);
         break;
       case Entry::kFile: {
         int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, e.mode);
@@ -286,8 +286,8 @@ std::string StatLine(const std::string& path) {
     return std::to_string(static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec);
   };
   return path + "\t" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_mode) + ":" + std::to_string(st.st_size) + ":" + ns(st.st_mtim) +
-         ":" + ns(st.st_ctim);
+         std::to_string(st.st_mode) + ":" + std::to_string(st.st_size) + ":" + ns(st.st_mtim) + ":" +
+         ns(st.st_ctim);
 }
 
 std::string MakeStamp(const std::string& hash, const std::vector<std::string>& watched,
@@ -364,8 +364,7 @@ Result<ResolvedImage> HostImage() {
     // Best effort: without a stamp the next process scans again.
     if (std::string stamp = host_image::MakeStamp(hash, watched, scan_start_ns); !stamp.empty()) {
       std::string tmp = stamp_path + ".tmp-" + RandomHex(8);
-      if (WriteNew(tmp, stamp) && ::rename(tmp.c_str(), stamp_path.c_str()) != 0)
-        ::unlink(tmp.c_str());
+      if (WriteNew(tmp, stamp) && ::rename(tmp.c_str(), stamp_path.c_str()) != 0) ::unlink(tmp.c_str());
     }
   }
 
@@ -373,8 +372,7 @@ Result<ResolvedImage> HostImage() {
   img.name = "host";
   img.rootfs.layers.push_back({"/", {root}});
   for (const auto& d : layer_dirs) img.rootfs.layers.push_back({d, {d}});
-  img.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-             "LANG=C.UTF-8"};
+  img.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"};
   cached = img;
   return img;
 }

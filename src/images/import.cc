@@ -7,24 +7,21 @@
 
 #include <map>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
-#include "base/unique_fd.h"
+#include "base/sha256.h"
 #include "base/text.h"
+#include "base/unique_fd.h"
 #include "images/build.h"
 #include "images/install.h"
 #include "images/oci.h"
 #include "images/recipe.h"
-#include "base/sha256.h"
 
 namespace skiff::images {
 namespace {
 
-Error BadArchive(const std::string& detail) {
-  return InvalidRequest("image archive: " + detail);
-}
+Error BadArchive(const std::string& detail) { return InvalidRequest("image archive: " + detail); }
 
 std::string Normalize(const std::string& path, bool* ok) {
   std::vector<std::string> out;
@@ -58,8 +55,7 @@ class Members {
   explicit Members(std::string dir) : dir_(std::move(dir)) {}
 
   Status Load(const std::string& archive_path) {
-    std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(),
-                                                             archive_read_free);
+    std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
     archive_read_support_filter_all(a.get());
     archive_read_support_format_tar(a.get());
     archive_read_support_format_gnutar(a.get());
@@ -203,8 +199,7 @@ Result<Plan> PlanOci(const Members& m) {
     for (const auto& d : idx["manifests"]) {
       if (!d.is_object()) continue;
       auto plat = d.value("platform", nlohmann::json::object());
-      if (plat.is_object() && plat.value("os", "") == "linux" &&
-          plat.value("architecture", "") == "amd64") {
+      if (plat.is_object() && plat.value("os", "") == "linux" && plat.value("architecture", "") == "amd64") {
         pick = d;
         break;
       }
@@ -228,8 +223,7 @@ Result<Plan> PlanOci(const Members& m) {
       return BadArchive("manifest without layers");
     }
     Plan plan;
-    SKIFF_ASSIGN_OR_RETURN(plan.config_file, Blob(m, doc.value("config", nlohmann::json()),
-                                                  "config"));
+    SKIFF_ASSIGN_OR_RETURN(plan.config_file, Blob(m, doc.value("config", nlohmann::json()), "config"));
     for (const auto& l : doc["layers"]) {
       SKIFF_ASSIGN_OR_RETURN(std::string lf, Blob(m, l, "layer"));
       plan.layer_files.push_back(lf);
@@ -249,8 +243,7 @@ Result<Plan> PlanDocker(const Members& m, const std::string& manifest_file) {
     SKIFF_LOG(Warn) << "image archive holds several images; using the first";
   }
   const auto& e = doc[0];
-  if (!e.contains("Config") || !e["Config"].is_string() || !e.contains("Layers") ||
-      !e["Layers"].is_array()) {
+  if (!e.contains("Config") || !e["Config"].is_string() || !e.contains("Layers") || !e["Layers"].is_array()) {
     return BadArchive("manifest.json entry needs Config and Layers");
   }
   Plan plan;
@@ -268,9 +261,8 @@ Result<Plan> PlanDocker(const Members& m, const std::string& manifest_file) {
 
 }  // namespace
 
-Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
-                               const std::string& source, const std::string& config_text,
-                               const std::vector<std::string>& layer_files,
+Result<ImageMeta> InstallImage(const Store& store, const std::string& name, const std::string& source,
+                               const std::string& config_text, const std::vector<std::string>& layer_files,
                                const ProgressFn& progress) {
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
@@ -288,8 +280,8 @@ Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
     return BadArchive("image config lacks rootfs.diff_ids");
   }
   if (diff_ids.size() != layer_files.size()) {
-    return BadArchive("image config lists " + std::to_string(diff_ids.size()) +
-                      " layers, manifest " + std::to_string(layer_files.size()));
+    return BadArchive("image config lists " + std::to_string(diff_ids.size()) + " layers, manifest " +
+                      std::to_string(layer_files.size()));
   }
 
   ImageMeta meta;
@@ -346,17 +338,13 @@ Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
   for (size_t i = 0; i < layer_files.size(); ++i) {
     SKIFF_ASSIGN_OR_RETURN(std::string diff, LayerDiffId(layer_files[i]));
     if (diff != diff_ids[i]) {
-      return BadArchive("layer " + std::to_string(i + 1) + " does not match its diff_id " +
-                        diff_ids[i]);
+      return BadArchive("layer " + std::to_string(i + 1) + " does not match its diff_id " + diff_ids[i]);
     }
     SKIFF_ASSIGN_OR_RETURN(LayerReport rep, ApplyLayer(rootfs, layer_files[i]));
-    say("layer " + std::to_string(i + 1) + "/" + std::to_string(layer_files.size()) +
-        ": " + std::to_string(rep.entries) + " entries, " + std::to_string(rep.whiteouts) +
-        " whiteouts" +
-        (rep.skipped_devices ? ", " + std::to_string(rep.skipped_devices) + " devices skipped"
-                             : "") +
-        (rep.stripped_setid ? ", " + std::to_string(rep.stripped_setid) + " setuid/setgid dropped"
-                            : ""));
+    say("layer " + std::to_string(i + 1) + "/" + std::to_string(layer_files.size()) + ": " +
+        std::to_string(rep.entries) + " entries, " + std::to_string(rep.whiteouts) + " whiteouts" +
+        (rep.skipped_devices ? ", " + std::to_string(rep.skipped_devices) + " devices skipped" : "") +
+        (rep.stripped_setid ? ", " + std::to_string(rep.stripped_setid) + " setuid/setgid dropped" : ""));
   }
   meta.created_ms = NowUnixMillis();
   meta.build_ms = static_cast<uint64_t>(MonotonicMillis() - t0);
@@ -367,9 +355,8 @@ Result<ImageMeta> InstallImage(const Store& store, const std::string& name,
   return finish(meta);
 }
 
-
-Result<ImageMeta> ImportArchive(const Store& store, const std::string& name,
-                                const std::string& path, const ProgressFn& progress) {
+Result<ImageMeta> ImportArchive(const Store& store, const std::string& name, const std::string& path,
+                                const ProgressFn& progress) {
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };

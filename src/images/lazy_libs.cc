@@ -47,19 +47,19 @@ bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
 
 // Each library's functions, listed once: the struct's members and the
 // dlsym calls are both generated from the list.
-#define SKIFF_CURL_FUNCTIONS(X)                                                              \
-  X(curl_global_init) X(curl_easy_init) X(curl_easy_setopt) X(curl_easy_getinfo)             \
-  X(curl_easy_perform) X(curl_easy_cleanup) X(curl_easy_strerror) X(curl_easy_escape)        \
-  X(curl_free) X(curl_slist_append) X(curl_slist_free_all)
-#define SKIFF_ARCHIVE_FUNCTIONS(X)                                                           \
-  X(archive_read_new) X(archive_read_free) X(archive_read_support_filter_all)                \
-  X(archive_read_support_format_tar) X(archive_read_support_format_gnutar)                   \
-  X(archive_read_support_format_raw) X(archive_read_open_filename)                           \
-  X(archive_read_next_header) X(archive_read_data) X(archive_read_data_block)                \
-  X(archive_read_data_into_fd) X(archive_error_string) X(archive_entry_filetype)             \
-  X(archive_entry_gid) X(archive_entry_uid) X(archive_entry_hardlink)                        \
-  X(archive_entry_symlink) X(archive_entry_mtime) X(archive_entry_pathname)                  \
-  X(archive_entry_perm)
+#define SKIFF_CURL_FUNCTIONS(X)                                                                        \
+  X(curl_global_init)                                                                                  \
+  X(curl_easy_init) X(curl_easy_setopt) X(curl_easy_getinfo) X(curl_easy_perform) X(curl_easy_cleanup) \
+      X(curl_easy_strerror) X(curl_easy_escape) X(curl_free) X(curl_slist_append) X(curl_slist_free_all)
+#define SKIFF_ARCHIVE_FUNCTIONS(X)                                                                           \
+  X(archive_read_new)                                                                                        \
+  X(archive_read_free) X(archive_read_support_filter_all) X(archive_read_support_format_tar)                 \
+      X(archive_read_support_format_gnutar) X(archive_read_support_format_raw) X(archive_read_open_filename) \
+          X(archive_read_next_header) X(archive_read_data) X(archive_read_data_block)                        \
+              X(archive_read_data_into_fd) X(archive_error_string) X(archive_entry_filetype)                 \
+                  X(archive_entry_gid) X(archive_entry_uid) X(archive_entry_hardlink)                        \
+                      X(archive_entry_symlink) X(archive_entry_mtime) X(archive_entry_pathname)              \
+                          X(archive_entry_perm)
 
 #define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
 #define SKIFF_LAZY_RESOLVE(name) ok = ok && Sym(lib->h, soname, #name, &lib->name);
@@ -163,9 +163,7 @@ const char* curl_easy_strerror(CURLcode code) {
   return c ? c->curl_easy_strerror(code) : "libcurl could not be loaded";
 }
 
-char* curl_easy_escape(CURL* h, const char* s, int length) {
-  return C().curl_easy_escape(h, s, length);
-}
+char* curl_easy_escape(CURL* h, const char* s, int length) { return C().curl_easy_escape(h, s, length); }
 
 void curl_free(void* p) {
   if (p != nullptr) C().curl_free(p);  // non-null only if libcurl made it
@@ -188,18 +186,12 @@ struct archive* archive_read_new(void) {
 }
 
 int archive_read_free(struct archive* a) { return a ? A().archive_read_free(a) : ARCHIVE_OK; }
-int archive_read_support_filter_all(struct archive* a) {
-  return A().archive_read_support_filter_all(a);
-}
-int archive_read_support_format_tar(struct archive* a) {
-  return A().archive_read_support_format_tar(a);
-}
+int archive_read_support_filter_all(struct archive* a) { return A().archive_read_support_filter_all(a); }
+int archive_read_support_format_tar(struct archive* a) { return A().archive_read_support_format_tar(a); }
 int archive_read_support_format_gnutar(struct archive* a) {
   return A().archive_read_support_format_gnutar(a);
 }
-int archive_read_support_format_raw(struct archive* a) {
-  return A().archive_read_support_format_raw(a);
-}
+int archive_read_support_format_raw(struct archive* a) { return A().archive_read_support_format_raw(a); }
 int archive_read_open_filename(struct archive* a, const char* name, size_t block) {
   return A().archive_read_open_filename(a, name, block);
 }
@@ -212,9 +204,7 @@ la_ssize_t archive_read_data(struct archive* a, void* buf, size_t n) {
 int archive_read_data_block(struct archive* a, const void** buf, size_t* n, la_int64_t* off) {
   return A().archive_read_data_block(a, buf, n, off);
 }
-int archive_read_data_into_fd(struct archive* a, int fd) {
-  return A().archive_read_data_into_fd(a, fd);
-}
+int archive_read_data_into_fd(struct archive* a, int fd) { return A().archive_read_data_into_fd(a, fd); }
 const char* archive_error_string(struct archive* a) { return A().archive_error_string(a); }
 
 __LA_MODE_T archive_entry_filetype(struct archive_entry* e) { return A().archive_entry_filetype(e); }

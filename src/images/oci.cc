@@ -11,8 +11,8 @@
 #include <cstring>
 #include <memory>
 
-#include "base/unique_fd.h"
 #include "base/sha256.h"
+#include "base/unique_fd.h"
 
 namespace skiff::images {
 namespace {
@@ -39,8 +39,7 @@ Result<ArchivePtr> OpenTar(const std::string& path) {
   archive_read_support_format_tar(a.get());
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) {
-    return InvalidRequest("image layer: cannot open " + path + ": " +
-                          archive_error_string(a.get()));
+    return InvalidRequest("image layer: cannot open " + path + ": " + archive_error_string(a.get()));
   }
   return a;
 }
@@ -71,8 +70,8 @@ Result<std::vector<std::string>> SplitSafe(const std::string& path, bool* absolu
 // Opens the directory `comps[0..n)` below `root`, never following a symlink.
 // With `create`, missing directories are made (0755). Returns an invalid fd
 // when a component is missing and !create.
-Result<UniqueFd> OpenDirNoFollow(int root, const std::vector<std::string>& comps, size_t n,
-                                 bool create, const std::string& for_path) {
+Result<UniqueFd> OpenDirNoFollow(int root, const std::vector<std::string>& comps, size_t n, bool create,
+                                 const std::string& for_path) {
   UniqueFd cur(::fcntl(root, F_DUPFD_CLOEXEC, 0));
   if (!cur) return Error::Sys(Code::kS300, "fcntl", for_path, errno);
   for (size_t i = 0; i < n; ++i) {
@@ -139,9 +138,7 @@ Status RemoveChildren(int dirfd, const std::string& for_path, int depth) {
   return OkStatus();
 }
 
-uid_t ClampId(int64_t id) {
-  return (id < 0 || id > kMaxId) ? kOverflowId : static_cast<uid_t>(id);
-}
+uid_t ClampId(int64_t id) { return (id < 0 || id > kMaxId) ? kOverflowId : static_cast<uid_t>(id); }
 
 Status WriteData(archive* a, int fd, const std::string& path) {
   const void* buf;
@@ -177,8 +174,7 @@ Result<std::string> LayerDiffId(const std::string& layer_path) {
   archive_read_support_filter_all(a.get());
   archive_read_support_format_raw(a.get());
   if (archive_read_open_filename(a.get(), layer_path.c_str(), 1 << 16) != ARCHIVE_OK) {
-    return InvalidRequest("image layer: cannot open " + layer_path + ": " +
-                          archive_error_string(a.get()));
+    return InvalidRequest("image layer: cannot open " + layer_path + ": " + archive_error_string(a.get()));
   }
   archive_entry* e;
   Sha256 h;
@@ -187,8 +183,7 @@ Result<std::string> LayerDiffId(const std::string& layer_path) {
     for (;;) {
       la_ssize_t n = archive_read_data(a.get(), buf, sizeof buf);
       if (n < 0) {
-        return InvalidRequest("image layer: reading " + layer_path + ": " +
-                              archive_error_string(a.get()));
+        return InvalidRequest("image layer: reading " + layer_path + ": " + archive_error_string(a.get()));
       }
       if (n == 0) break;
       h.Update(buf, static_cast<size_t>(n));
@@ -253,8 +248,7 @@ Result<LayerReport> ApplyLayer(const std::string& rootfs_dir, const std::string&
     ++rep.entries;
     if (abs) ++rep.absolute_paths;
     const std::string& name = comps.back();
-    SKIFF_ASSIGN_OR_RETURN(UniqueFd parent,
-                           OpenDirNoFollow(root.get(), comps, comps.size() - 1, true, path));
+    SKIFF_ASSIGN_OR_RETURN(UniqueFd parent, OpenDirNoFollow(root.get(), comps, comps.size() - 1, true, path));
     mode_t type = archive_entry_filetype(e);
     mode_t perm = archive_entry_perm(e) & 07777;
     if (perm & (S_ISUID | S_ISGID)) {
@@ -297,8 +291,7 @@ Result<LayerReport> ApplyLayer(const std::string& rootfs_dir, const std::string&
         if (!exists && ::mkdirat(parent.get(), name.c_str(), 0700) != 0) {
           return Error::Sys(Code::kS300, "mkdirat", path, errno);
         }
-        UniqueFd d(::openat(parent.get(), name.c_str(),
-                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd d(::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!d) return Error::Sys(Code::kS300, "openat", path, errno);
         if (as_root && ::fchown(d.get(), uid, gid) != 0) {
           return Error::Sys(Code::kS300, "fchown", path, errno);
@@ -308,8 +301,8 @@ Result<LayerReport> ApplyLayer(const std::string& rootfs_dir, const std::string&
       }
       case AE_IFREG: {
         if (exists) SKIFF_RETURN_IF_ERROR(RemoveAt(parent.get(), name, path));
-        UniqueFd f(::openat(parent.get(), name.c_str(),
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        UniqueFd f(
+            ::openat(parent.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (!f) return Error::Sys(Code::kS300, "openat", path, errno);
         SKIFF_RETURN_IF_ERROR(WriteData(a.get(), f.get(), path));
         if (as_root && ::fchown(f.get(), uid, gid) != 0) {

@@ -7,17 +7,16 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "base/log.h"
+#include "base/sha256.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
 #include "images/build.h"
 #include "images/install.h"
 #include "images/recipe.h"
-#include "base/sha256.h"
 
 namespace skiff::images {
 namespace {
@@ -61,8 +60,8 @@ Result<Ref> ParseRefImpl(const std::string& s) {
   }
   auto slash = rest.find('/');
   std::string first = slash == std::string::npos ? "" : rest.substr(0, slash);
-  if (!first.empty() && (first.find('.') != std::string::npos ||
-                         first.find(':') != std::string::npos || first == "localhost")) {
+  if (!first.empty() && (first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
+                         first == "localhost")) {
     r.host = first;
     rest = rest.substr(slash + 1);
   } else {
@@ -79,19 +78,16 @@ Result<Ref> ParseRefImpl(const std::string& s) {
       r.reference = "latest";
     }
     for (char c : r.reference) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '.' || c == '-';
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                c == '.' || c == '-';
       if (!ok || r.reference.size() > 128) return InvalidRequest("bad image tag in " + s);
     }
   }
   if (!ValidRepo(rest)) return InvalidRequest("bad repository in image reference " + s);
   r.repo = rest;
-  std::string hostname = r.host.substr(0, r.host.rfind(':') == std::string::npos ||
-                                                  r.host.front() == '['
-                                              ? r.host.size()
-                                              : r.host.rfind(':'));
-  bool loopback = hostname == "localhost" || hostname == "127.0.0.1" ||
-                  r.host.starts_with("[::1]");
+  std::string hostname = r.host.substr(
+      0, r.host.rfind(':') == std::string::npos || r.host.front() == '[' ? r.host.size() : r.host.rfind(':'));
+  bool loopback = hostname == "localhost" || hostname == "127.0.0.1" || r.host.starts_with("[::1]");
   r.scheme = loopback ? "http" : "https";
   return r;
 }
@@ -103,7 +99,7 @@ void CurlInitOnce() {
 
 struct Response {
   long status = 0;
-  std::string body;  // when not streamed to a file
+  std::string body;                            // when not streamed to a file
   std::map<std::string, std::string> headers;  // lowercase names
 };
 
@@ -165,8 +161,8 @@ class Client {
 
   // GET <base>/v2/<repo>/<path>, authenticating when the registry asks.
   // With fd >= 0 the body is written there (and hashed into *hash).
-  Result<Response> Get(const std::string& path, const std::vector<std::string>& accept,
-                       int fd = -1, Sha256* hash = nullptr) {
+  Result<Response> Get(const std::string& path, const std::vector<std::string>& accept, int fd = -1,
+                       Sha256* hash = nullptr) {
     std::string url = ref_.scheme + "://" + ref_.host + "/v2/" + ref_.repo + "/" + path;
     for (int round = 0; round < 2; ++round) {
       Result<Response> r = Error(Code::kS300, "");
@@ -181,8 +177,7 @@ class Client {
         if (!transient) break;
         if (attempt < kAttempts) {
           SKIFF_LOG(Info) << "pull: retrying " << url << " ("
-                          << (r.ok() ? "HTTP " + std::to_string(r->status) : r.error().message())
-                          << ")";
+                          << (r.ok() ? "HTTP " + std::to_string(r->status) : r.error().message()) << ")";
           std::this_thread::sleep_for(std::chrono::milliseconds(500 * attempt));
         }
       }
@@ -197,8 +192,8 @@ class Client {
   }
 
  private:
-  Result<Response> Once(const std::string& url, const std::vector<std::string>& accept, int fd,
-                        Sha256* hash, bool with_auth = true) {
+  Result<Response> Once(const std::string& url, const std::vector<std::string>& accept, int fd, Sha256* hash,
+                        bool with_auth = true) {
     std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), curl_easy_cleanup);
     if (!c) return PullError("curl_easy_init failed");
     Response resp;
@@ -223,8 +218,7 @@ class Client {
     // Redirects may not downgrade to another protocol; the Authorization
     // header is never sent to another host (CURLOPT_UNRESTRICTED_AUTH off).
     curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c.get(), CURLOPT_REDIR_PROTOCOLS_STR,
-                     ref_.scheme == "https" ? "https" : "http,https");
+    curl_easy_setopt(c.get(), CURLOPT_REDIR_PROTOCOLS_STR, ref_.scheme == "https" ? "https" : "http,https");
     curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT, 15L);
     curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_TIME, 60L);
@@ -285,14 +279,12 @@ class Client {
     };
     std::string url = realm + (realm.find('?') == std::string::npos ? "?" : "&");
     if (params.count("service")) url += "service=" + enc(params["service"]) + "&";
-    url += "scope=" + enc(params.count("scope") ? params["scope"]
-                                               : "repository:" + ref_.repo + ":pull");
+    url += "scope=" + enc(params.count("scope") ? params["scope"] : "repository:" + ref_.repo + ":pull");
     SKIFF_ASSIGN_OR_RETURN(Response r, Once(url, {"application/json"}, -1, nullptr, false));
     if (r.status != 200) return PullError("token endpoint answered HTTP " + std::to_string(r.status));
     try {
       auto j = nlohmann::json::parse(r.body);
-      token_ = j.contains("token") ? j["token"].get<std::string>()
-                                   : j.at("access_token").get<std::string>();
+      token_ = j.contains("token") ? j["token"].get<std::string>() : j.at("access_token").get<std::string>();
     } catch (const nlohmann::json::exception&) {
       return PullError("token endpoint sent no token");
     }
@@ -367,8 +359,7 @@ Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::s
       nlohmann::json pick;
       for (const auto& d : doc["manifests"]) {
         if (!d.is_object() || !d.contains("platform") || !d["platform"].is_object()) continue;
-        if (d["platform"].value("os", "") == "linux" &&
-            d["platform"].value("architecture", "") == "amd64") {
+        if (d["platform"].value("os", "") == "linux" && d["platform"].value("architecture", "") == "amd64") {
           pick = d;
           break;
         }
@@ -421,8 +412,7 @@ Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::s
     if ("sha256:" + h.HexDigest() != d) return PullError("layer blob digest mismatch: " + d);
     struct stat st;
     if (::fstat(fd.get(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
-    say("layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + d.substr(0, 19) +
-        " downloaded");
+    say("layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + d.substr(0, 19) + " downloaded");
     files.push_back(file);
   }
   int64_t ms = std::max<int64_t>(1, MonotonicMillis() - t0);

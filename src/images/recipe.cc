@@ -84,9 +84,8 @@ Result<Recipe> ParseRecipe(const std::string& text) {
 
   if (!ValidName(r.name, 64, false)) return Bad("invalid name '" + r.name + "'");
   if (!ValidName(r.suite, 32, false)) return Bad("invalid suite '" + r.suite + "'");
-  static const char* kVariants[] = {"extract", "custom",   "essential", "apt",
-                                    "required", "minbase", "buildd",    "important",
-                                    "standard"};
+  static const char* kVariants[] = {"extract", "custom", "essential", "apt",     "required",
+                                    "minbase", "buildd", "important", "standard"};
   if (std::find(std::begin(kVariants), std::end(kVariants), r.variant) == std::end(kVariants)) {
     return Bad("invalid variant '" + r.variant + "'");
   }
@@ -102,9 +101,8 @@ Result<Recipe> ParseRecipe(const std::string& text) {
       return Bad("env entry contains a control character");
     }
   }
-  if (!r.workdir.empty() &&
-      (r.workdir[0] != '/' || r.workdir.find("/../") != std::string::npos ||
-       r.workdir.ends_with("/..") || r.workdir.find('\0') != std::string::npos)) {
+  if (!r.workdir.empty() && (r.workdir[0] != '/' || r.workdir.find("/../") != std::string::npos ||
+                             r.workdir.ends_with("/..") || r.workdir.find('\0') != std::string::npos)) {
     return Bad("workdir must be an absolute path without '..'");
   }
   if (!r.user.empty() && r.user.size() > 64) return Bad("user too long");

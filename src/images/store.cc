@@ -12,16 +12,15 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
-#include "base/text.h"
 #include "base/sha256.h"
+#include "base/text.h"
 
 namespace skiff::images {
 namespace fs = std::filesystem;
@@ -31,8 +30,8 @@ namespace {
 bool ValidCatalogName(const std::string& name) {
   if (name.empty() || name.size() > 128 || name[0] == '.') return false;
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.';
     if (!ok) return false;
   }
   return true;
@@ -84,9 +83,8 @@ std::optional<std::string> ReadSmallFile(const std::string& path, size_t max) {
 }
 
 nlohmann::json MetaToJson(const ImageMeta& m) {
-  return {{"name", m.name},       {"digest", m.digest}, {"kind", m.kind},
-          {"source", m.source},   {"env", m.env},       {"workdir", m.workdir},
-          {"user", m.user},       {"created_ms", m.created_ms},
+  return {{"name", m.name},        {"digest", m.digest},   {"kind", m.kind}, {"source", m.source},
+          {"env", m.env},          {"workdir", m.workdir}, {"user", m.user}, {"created_ms", m.created_ms},
           {"build_ms", m.build_ms}};
 }
 
@@ -116,9 +114,7 @@ std::string Store::DefaultRoot() {
 }
 
 std::string Store::EntryDir(const std::string& digest) const { return root_ + "/store/" + digest; }
-std::string Store::RootfsDir(const std::string& digest) const {
-  return EntryDir(digest) + "/rootfs";
-}
+std::string Store::RootfsDir(const std::string& digest) const { return EntryDir(digest) + "/rootfs"; }
 std::string Store::BlockImagePath(const std::string& digest, const std::string& fstype) const {
   return EntryDir(digest) + "/rootfs." + fstype;
 }
@@ -251,8 +247,7 @@ Status Store::Commit(const std::string& tmp_dir, const ImageMeta& meta) const {
   return OkStatus();
 }
 
-Result<std::string> Store::EnsureBlockImage(const std::string& digest,
-                                            const std::string& fstype) const {
+Result<std::string> Store::EnsureBlockImage(const std::string& digest, const std::string& fstype) const {
   if (fstype != "erofs" && fstype != "ext4") {
     return InvalidRequest("block image type must be erofs or ext4");
   }
@@ -271,8 +266,7 @@ Result<std::string> Store::EnsureBlockImage(const std::string& digest,
     // as the rootfs has them (uid 0 from mmdebstrap or the layers' ids).
     // lz4, not lz4hc: lz4hc spent 90 s on 64 MiB of incompressible layer
     // data that lz4 packs in 5 s, for a few percent of size.
-    argv = {"mkfs.erofs", "--quiet", "-zlz4", "-T0",
-            "-U00000000-0000-0000-0000-000000000000", tmp, rootfs};
+    argv = {"mkfs.erofs", "--quiet", "-zlz4", "-T0", "-U00000000-0000-0000-0000-000000000000", tmp, rootfs};
   } else {
     uint64_t bytes = TreeBytes(rootfs);
     uint64_t mib = bytes / (1024 * 1024) * 5 / 4 + 64;
@@ -280,12 +274,11 @@ Result<std::string> Store::EnsureBlockImage(const std::string& digest,
     if (!f || ::ftruncate(f.get(), static_cast<off_t>(mib * 1024 * 1024)) != 0) {
       return Error::Sys(Code::kS300, "ftruncate", tmp, errno);
     }
-    argv = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-L", "skiff-rootfs",
-            "-E", "root_owner=0:0", "-d", rootfs, tmp};
+    argv = {"mkfs.ext4",      "-q", "-F",   "-O", "^has_journal", "-m", "0", "-L", "skiff-rootfs", "-E",
+            "root_owner=0:0", "-d", rootfs, tmp};
   }
-  Status st_run = RunLogged(argv, [&](const std::string& line) {
-    SKIFF_LOG(Debug) << argv[0] << ": " << line;
-  });
+  Status st_run =
+      RunLogged(argv, [&](const std::string& line) { SKIFF_LOG(Debug) << argv[0] << ": " << line; });
   SKIFF_RETURN_IF_ERROR(st_run);
   if (::chmod(tmp.c_str(), 0444) != 0) return Error::Sys(Code::kS300, "chmod", tmp, errno);
   if (::rename(tmp.c_str(), out.c_str()) != 0) return Error::Sys(Code::kS300, "rename", out, errno);
@@ -421,8 +414,7 @@ uint64_t TreeBytes(const std::string& path) {
   return total;
 }
 
-Status RunLogged(const std::vector<std::string>& argv,
-                 const std::function<void(const std::string&)>& on_line,
+Status RunLogged(const std::vector<std::string>& argv, const std::function<void(const std::string&)>& on_line,
                  const std::vector<std::string>& extra_env) {
   if (argv.empty()) return InvalidRequest("empty command");
   std::string exe = FindInPath(argv[0]);

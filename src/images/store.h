@@ -90,8 +90,7 @@ class Store {
 
   // The read-only block image of an entry, built once (under the digest's
   // lock) and cached. fstype: "erofs" (default) or "ext4".
-  Result<std::string> EnsureBlockImage(const std::string& digest,
-                                       const std::string& fstype = "erofs") const;
+  Result<std::string> EnsureBlockImage(const std::string& digest, const std::string& fstype = "erofs") const;
 
   // Takes a shared lease on a complete entry (blocks only while a gc or rm
   // is deleting it). S300 when the entry is not complete once the lease is
@@ -128,8 +127,7 @@ uint64_t TreeBytes(const std::string& path);
 // Runs argv (argv[0] looked up in PATH) with stdout+stderr piped to
 // `on_line`, one call per line. Returns S300 with the tail of the output
 // when it exits non-zero. `extra_env` entries ("K=V") are added.
-Status RunLogged(const std::vector<std::string>& argv,
-                 const std::function<void(const std::string&)>& on_line,
+Status RunLogged(const std::vector<std::string>& argv, const std::function<void(const std::string&)>& on_line,
                  const std::vector<std::string>& extra_env = {});
 
 }  // namespace skiff::images

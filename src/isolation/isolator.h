@@ -7,10 +7,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/unique_fd.h"
@@ -25,7 +24,7 @@ struct RootfsSpec {
     std::string target;              // "/" or e.g. "/usr"
     std::vector<std::string> lower;  // host directories, read-only
   };
-  std::vector<Layer> layers;         // mounted in order; "/" first
+  std::vector<Layer> layers;  // mounted in order; "/" first
   // For the microVM backend: a read-only block image of the same rootfs
   // (erofs/ext4), empty when the image has none.
   std::string block_image;
@@ -44,8 +43,8 @@ struct SandboxPolicy {
   std::vector<uint16_t> net_host_ports;
   std::vector<std::string> net_allow;
   uint32_t pids_max = 1024;
-  uint64_t tmp_size_mb = 0;      // 0 = backend default (half the memory)
-  std::string state_dir;         // host directory the backend may use for this sandbox
+  uint64_t tmp_size_mb = 0;  // 0 = backend default (half the memory)
+  std::string state_dir;     // host directory the backend may use for this sandbox
 };
 
 // One running sandbox agent.

@@ -107,8 +107,7 @@ std::optional<Event> Stream::Next(std::optional<Clock::time_point> deadline) {
   return e;
 }
 
-Status Stream::Send(uint8_t channel, std::string_view bytes,
-                    std::optional<Clock::time_point> deadline) {
+Status Stream::Send(uint8_t channel, std::string_view bytes, std::optional<Clock::time_point> deadline) {
   if (channel >= kChannels) return Error(Code::kS300, "protocol: bad channel");
   while (!bytes.empty()) {
     size_t n;
@@ -132,9 +131,7 @@ Status Stream::Send(uint8_t channel, std::string_view bytes,
   return OkStatus();
 }
 
-Status Stream::End(uint8_t channel) {
-  return client_->WriteRaw(EncodeFrame(id_, Type::kEnd, channel, {}));
-}
+Status Stream::End(uint8_t channel) { return client_->WriteRaw(EncodeFrame(id_, Type::kEnd, channel, {})); }
 
 void Stream::Cancel() { (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 0, {})); }
 
@@ -148,7 +145,8 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
   char buf[4096];
   while (!hello) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return Platform("boot", "agent did not say hello within " + std::to_string(timeout.count()) + " ms");
+    if (left.count() <= 0)
+      return Platform("boot", "agent did not say hello within " + std::to_string(timeout.count()) + " ms");
     pollfd p{fd.get(), POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
@@ -169,13 +167,15 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
   if (!h.is_object() || !h.contains("proto") || !h["proto"].is_number_unsigned())
     return Platform("boot", "agent sent a malformed HELLO");
   if (h["proto"].get<uint32_t>() != kVersion)
-    return Platform("boot", "agent speaks protocol " + h["proto"].dump() + ", host speaks " + std::to_string(kVersion));
+    return Platform(
+        "boot", "agent speaks protocol " + h["proto"].dump() + ", host speaks " + std::to_string(kVersion));
   if (dec.buffered() != 0) return Platform("boot", "agent sent frames before the handshake finished");
 
   std::shared_ptr<Client> c(new Client(std::move(fd)));
   c->hello_ = std::move(h);
   if (::pipe2(c->wake_, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
-  SKIFF_RETURN_IF_ERROR(c->WriteRaw(EncodeFrame(0, Type::kHello, 0, nlohmann::json{{"proto", kVersion}}.dump())));
+  SKIFF_RETURN_IF_ERROR(
+      c->WriteRaw(EncodeFrame(0, Type::kHello, 0, nlohmann::json{{"proto", kVersion}}.dump())));
   c->reader_ = std::thread([raw = c.get()] { raw->ReaderLoop(); });
   return c;
 }
@@ -284,16 +284,20 @@ Result<nlohmann::json> Client::Call(const nlohmann::json& request,
   SKIFF_RETURN_IF_ERROR(s->End(kStdin));
   for (;;) {
     auto e = s->Next(deadline);
-    if (!e) return Platform("sandbox", "agent did not answer " + request.value("op", std::string("request")) + " in time");
+    if (!e)
+      return Platform("sandbox",
+                      "agent did not answer " + request.value("op", std::string("request")) + " in time");
     switch (e->kind) {
-      case Event::Kind::kResult: return std::move(e->json);
+      case Event::Kind::kResult:
+        return std::move(e->json);
       case Event::Kind::kError: {
         auto code = CodeFromName(e->json.value("code", std::string("S300")));
         return Error(code.value_or(Code::kS300), e->json.value("message", std::string("agent error")));
       }
       case Event::Kind::kClosed:
         return Platform("sandbox", "agent channel closed: " + e->json.value("message", std::string()));
-      default: break;  // META / DATA are not expected by simple calls; ignore
+      default:
+        break;  // META / DATA are not expected by simple calls; ignore
     }
   }
 }
@@ -306,17 +310,33 @@ void Client::ReaderLoop() {
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
     int r = ::poll(p, 2, -1);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) { why = "poll failed"; break; }
-    if (p[1].revents) { why = "closed by host"; break; }
+    if (r < 0) {
+      why = "poll failed";
+      break;
+    }
+    if (p[1].revents) {
+      why = "closed by host";
+      break;
+    }
     ssize_t n = ::read(fd_.get(), dec.Prepare(kReadSize), kReadSize);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) { why = std::string("read: ") + std::string(ErrnoName(errno)); break; }
-    if (n == 0) { why = "agent closed the channel (the sandbox died or was stopped)"; break; }
+    if (n < 0) {
+      why = std::string("read: ") + std::string(ErrnoName(errno));
+      break;
+    }
+    if (n == 0) {
+      why = "agent closed the channel (the sandbox died or was stopped)";
+      break;
+    }
     dec.Commit(static_cast<size_t>(n));
     bool fatal = false;
     for (;;) {
       auto next = dec.Next();
-      if (!next.ok()) { why = next.error().message(); fatal = true; break; }
+      if (!next.ok()) {
+        why = next.error().message();
+        fatal = true;
+        break;
+      }
       if (!*next) break;
       Frame f = std::move(**next);
       if (f.type == Type::kCredit) {
@@ -331,11 +351,21 @@ void Client::ReaderLoop() {
       }
       Event e;
       switch (f.type) {
-        case Type::kData: e.kind = Event::Kind::kData; e.channel = f.flags; e.data = std::move(f.payload); break;
-        case Type::kEnd: e.kind = Event::Kind::kEnd; e.channel = f.flags; break;
-        case Type::kMeta: case Type::kResult: case Type::kError: {
-          e.kind = f.type == Type::kMeta ? Event::Kind::kMeta
-                   : f.type == Type::kResult ? Event::Kind::kResult : Event::Kind::kError;
+        case Type::kData:
+          e.kind = Event::Kind::kData;
+          e.channel = f.flags;
+          e.data = std::move(f.payload);
+          break;
+        case Type::kEnd:
+          e.kind = Event::Kind::kEnd;
+          e.channel = f.flags;
+          break;
+        case Type::kMeta:
+        case Type::kResult:
+        case Type::kError: {
+          e.kind = f.type == Type::kMeta     ? Event::Kind::kMeta
+                   : f.type == Type::kResult ? Event::Kind::kResult
+                                             : Event::Kind::kError;
           e.json = nlohmann::json::parse(f.payload, nullptr, false);
           if (e.json.is_discarded()) {
             e.kind = Event::Kind::kError;

@@ -14,11 +14,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/unique_fd.h"
@@ -31,9 +30,9 @@ class Client;
 struct Event {
   enum class Kind { kMeta, kData, kEnd, kResult, kError, kClosed };
   Kind kind = Kind::kClosed;
-  uint8_t channel = 0;       // kData / kEnd
-  std::string data;          // kData bytes
-  nlohmann::json json;       // kMeta / kResult / kError; kClosed: {"message":...}
+  uint8_t channel = 0;  // kData / kEnd
+  std::string data;     // kData bytes
+  nlohmann::json json;  // kMeta / kResult / kError; kClosed: {"message":...}
 };
 
 class Stream {
@@ -63,7 +62,7 @@ class Stream {
   // Guarded by client_->mu_.
   std::deque<Event> events_;
   uint64_t send_credit_[kChannels] = {kInitialWindow, kInitialWindow, kInitialWindow};
-  bool done_ = false;      // final event queued
+  bool done_ = false;  // final event queued
   bool consumed_final_ = false;
   Event final_;
 };

@@ -25,15 +25,24 @@ bool IsKnownType(Type t) {
 
 std::string_view TypeName(Type t) {
   switch (t) {
-    case Type::kHello: return "HELLO";
-    case Type::kOpen: return "OPEN";
-    case Type::kData: return "DATA";
-    case Type::kEnd: return "END";
-    case Type::kMeta: return "META";
-    case Type::kResult: return "RESULT";
-    case Type::kError: return "ERROR";
-    case Type::kCredit: return "CREDIT";
-    case Type::kCancel: return "CANCEL";
+    case Type::kHello:
+      return "HELLO";
+    case Type::kOpen:
+      return "OPEN";
+    case Type::kData:
+      return "DATA";
+    case Type::kEnd:
+      return "END";
+    case Type::kMeta:
+      return "META";
+    case Type::kResult:
+      return "RESULT";
+    case Type::kError:
+      return "ERROR";
+    case Type::kCredit:
+      return "CREDIT";
+    case Type::kCancel:
+      return "CANCEL";
   }
   return "UNKNOWN";
 }
@@ -46,8 +55,7 @@ void EncodeHeader(char* out, uint32_t len, uint32_t stream, Type type, uint8_t f
   out[10] = out[11] = '\0';
 }
 
-void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags,
-                 std::string_view payload) {
+void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags, std::string_view payload) {
   PutU32(out, static_cast<uint32_t>(payload.size()));
   PutU32(out, stream);
   out.push_back(static_cast<char>(type));
@@ -103,8 +111,8 @@ Result<std::optional<Frame>> Decoder::Next() {
   const char* h = buf_.data() + pos_;
   uint32_t len = GetU32(h);
   if (len > kMaxPayload)
-    return Error(Code::kS300, "protocol: frame of " + std::to_string(len) +
-                                  " bytes exceeds the limit of " + std::to_string(kMaxPayload));
+    return Error(Code::kS300, "protocol: frame of " + std::to_string(len) + " bytes exceeds the limit of " +
+                                  std::to_string(kMaxPayload));
   if (h[10] != 0 || h[11] != 0) return Error(Code::kS300, "protocol: reserved header bits set");
   if (end_ - pos_ < kHeaderSize + len) return std::optional<Frame>{};
   Frame f;

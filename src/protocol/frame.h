@@ -61,8 +61,7 @@ std::string_view TypeName(Type t);
 // Writes the 12-byte header for a payload of `len` bytes to `out`.
 void EncodeHeader(char* out, uint32_t len, uint32_t stream, Type type, uint8_t flags);
 // Appends the encoded frame to `out`. payload must be <= kMaxPayload.
-void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags,
-                 std::string_view payload);
+void AppendFrame(std::string& out, uint32_t stream, Type type, uint8_t flags, std::string_view payload);
 std::string EncodeFrame(uint32_t stream, Type type, uint8_t flags, std::string_view payload);
 std::string EncodeCredit(uint32_t stream, uint8_t channel, uint32_t bytes);
 // Parses a CREDIT payload.

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,8 +18,6 @@
 #include <limits>
 #include <set>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 namespace skiff {
 namespace {
@@ -35,11 +34,16 @@ Error ConfigError(std::string_view key, std::string_view detail) {
 
 std::string Describe(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
-    default: return "an undefined value";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      return "'" + n.Scalar() + "'";
+    default:
+      return "an undefined value";
   }
 }
 
@@ -61,15 +65,14 @@ Result<uint64_t> GetUint(const YAML::Node& n, std::string_view key, uint64_t lo,
   const std::string& s = n.Scalar();
   if (s.empty() || s.size() > 20 ||
       !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return ConfigError(key, "expected an integer >= " + std::to_string(lo) + ", got " +
-                                Describe(n));
+    return ConfigError(key, "expected an integer >= " + std::to_string(lo) + ", got " + Describe(n));
   }
   errno = 0;
   char* end = nullptr;
   unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (errno == ERANGE || *end != '\0' || v < lo || v > hi) {
-    return ConfigError(key, "value " + s + " is out of range (" + std::to_string(lo) + "–" +
-                                std::to_string(hi) + ")");
+    return ConfigError(
+        key, "value " + s + " is out of range (" + std::to_string(lo) + "–" + std::to_string(hi) + ")");
   }
   return static_cast<uint64_t>(v);
 }
@@ -134,8 +137,7 @@ bool IsDomainPattern(std::string s) {
       return false;
     }
     for (char c : label) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-';
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
       if (!ok) return false;
     }
     ++labels;
@@ -210,8 +212,7 @@ bool QemuInstalled() {
 bool Config::ImageAllowed(const std::string& name) const {
   if (allow_all_images) return true;
   if (!image_allowlist) return name == "python" || name == "node";
-  return std::find(image_allowlist->begin(), image_allowlist->end(), name) !=
-         image_allowlist->end();
+  return std::find(image_allowlist->begin(), image_allowlist->end(), name) != image_allowlist->end();
 }
 
 Result<Config> ParseConfig(const std::string& yaml_text) {
@@ -289,8 +290,8 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
         ImageCaps caps;
         if (!NodeIsNull(img.second)) {
           if (!img.second.IsMap()) {
-            return ConfigError(k, "expected a mapping {max_cpus, max_memory_mb}, got " +
-                                      Describe(img.second));
+            return ConfigError(k,
+                               "expected a mapping {max_cpus, max_memory_mb}, got " + Describe(img.second));
           }
           for (const auto& f : img.second) {
             std::string fk = k + "." + f.first.Scalar();
@@ -311,8 +312,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       }
     } else if (key == "custom_images") {
       if (NodeIsNull(v)) continue;
-      if (!v.IsMap()) return ConfigError(key, "expected a mapping name -> image, got " +
-                                                  Describe(v));
+      if (!v.IsMap()) return ConfigError(key, "expected a mapping name -> image, got " + Describe(v));
       for (const auto& img : v) {
         std::string name = img.first.Scalar();
         if (name.empty()) return ConfigError(key, "empty image name");
@@ -321,8 +321,8 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
                              "'" + name + "' is a built-in catalog name and cannot be redefined");
         }
         for (char ch : name) {
-          bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+          bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '_' || ch == '.';
           if (!ok) {
             return ConfigError(key + "." + name,
                                "image names may contain only letters, digits, '-', '_' and '.'");
@@ -335,8 +335,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
     } else if (key == "listen_address") {
       SKIFF_ASSIGN_OR_RETURN(c.listen_address, GetString(v, key));
       if (c.listen_address != "localhost" && !ParseIp(c.listen_address, nullptr)) {
-        return ConfigError(key, "expected an IP address or 'localhost', got '" +
-                                    c.listen_address + "'");
+        return ConfigError(key, "expected an IP address or 'localhost', got '" + c.listen_address + "'");
       }
     } else if (key == "auth_token") {
       SKIFF_ASSIGN_OR_RETURN(c.auth_token, GetOptString(v, key));
@@ -355,8 +354,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       }
     } else if (key == "pool") {
       if (NodeIsNull(v)) continue;
-      if (!v.IsMap()) return ConfigError(key, "expected a mapping image -> count, got " +
-                                                  Describe(v));
+      if (!v.IsMap()) return ConfigError(key, "expected a mapping image -> count, got " + Describe(v));
       for (const auto& p : v) {
         std::string name = p.first.Scalar();
         SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(p.second, key + "." + name, 0, 1024));
@@ -374,8 +372,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
           }
           size_t i = 0;
           for (const auto& port : f.second) {
-            SKIFF_ASSIGN_OR_RETURN(
-                uint64_t n, GetUint(port, fk + "[" + std::to_string(i++) + "]", 1, 65535));
+            SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(port, fk + "[" + std::to_string(i++) + "]", 1, 65535));
             c.network.host_ports.push_back(static_cast<uint16_t>(n));
           }
         } else if (f.first.Scalar() == "allow") {
@@ -383,8 +380,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
           for (size_t i = 0; i < list.size(); ++i) {
             if (!IsAllowEntry(list[i])) {
               return ConfigError(fk + "[" + std::to_string(i) + "]",
-                                 "not a domain, *.domain, IP address or CIDR: '" + list[i] +
-                                     "'");
+                                 "not a domain, *.domain, IP address or CIDR: '" + list[i] + "'");
             }
           }
           c.network.allow = std::move(list);
@@ -411,9 +407,8 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
 
   // Cross-key rules.
   if (!IsLoopbackAddress(c.listen_address) && !c.auth_token) {
-    return ConfigError("listen_address",
-                       "'" + c.listen_address +
-                           "' is not a loopback address; set auth_token to listen on it");
+    return ConfigError("listen_address", "'" + c.listen_address +
+                                             "' is not a loopback address; set auth_token to listen on it");
   }
   auto known = [&](const std::string& name) {
     return kPresets.count(name) || name == "host" || c.custom_images.count(name);

@@ -43,12 +43,14 @@ struct Config {
   std::string isolation = "auto";  // auto | microvm | jail
   std::map<std::string, uint32_t> pool;
   NetworkConfig network;
-  std::string images_dir;   // "" = <data dir>/images
+  std::string images_dir;  // "" = <data dir>/images
   std::optional<std::string> engine_url;
   std::string docs_base = "docs/errors.md";
   std::vector<std::string> warnings;  // unknown keys etc., logged at start
 
-  uint32_t exec_cap() const { return max_concurrent_exec_per_sandbox == 0 ? 1 : max_concurrent_exec_per_sandbox; }
+  uint32_t exec_cap() const {
+    return max_concurrent_exec_per_sandbox == 0 ? 1 : max_concurrent_exec_per_sandbox;
+  }
   uint64_t exec_timeout_cap() const { return max_exec_timeout_ms == 0 ? 1 : max_exec_timeout_ms; }
   bool ImageAllowed(const std::string& name) const;
 };

@@ -63,7 +63,7 @@ class Sandbox {
   uint32_t memory_mb = 512;
   bool network = false;
   uint64_t idle_timeout_secs = 300;
-  Env env;                       // create-time env (layer 3)
+  Env env;                             // create-time env (layer 3)
   std::vector<std::string> image_env;  // layer 2
   std::string image_workdir;
   std::string image_user;
@@ -129,10 +129,14 @@ class Sandbox {
 
 nlohmann::json ExecResult::ToJson() const {
   nlohmann::json j = {
-      {"stdout", stdout_text},       {"stderr", stderr_text},
-      {"exit_code", exit_code},      {"timed_out", false},
-      {"duration_ms", duration_ms},  {"success", exit_code == 0},
-      {"stdout_truncated", stdout_truncated}, {"stderr_truncated", stderr_truncated},
+      {"stdout", stdout_text},
+      {"stderr", stderr_text},
+      {"exit_code", exit_code},
+      {"timed_out", false},
+      {"duration_ms", duration_ms},
+      {"success", exit_code == 0},
+      {"stdout_truncated", stdout_truncated},
+      {"stderr_truncated", stderr_truncated},
   };
   if (sandbox_id) j["sandbox_id"] = *sandbox_id;
   return j;
@@ -159,8 +163,7 @@ nlohmann::json ListEntry::ToJson() const {
 
 // ------------------------------------------------------------------ Manager
 
-SandboxManager::SandboxManager(Config config,
-                               std::map<std::string, std::unique_ptr<Isolator>> isolators)
+SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_ptr<Isolator>> isolators)
     : config_(std::move(config)), isolators_(std::move(isolators)), catalog_(config_) {
   if (config_.isolation == "auto") {
     default_isolation_ = (isolators_.count("microvm") && KvmUsable()) ? "microvm" : "jail";
@@ -173,7 +176,8 @@ SandboxManager::SandboxManager(Config config,
     if (n == 0) continue;
     // A pooled sandbox has the default shape; if the image's caps forbid
     // that shape, no create could ever claim one.
-    if (auto c = config_.per_image_caps.find(image); c != config_.per_image_caps.end() &&
+    if (auto c = config_.per_image_caps.find(image);
+        c != config_.per_image_caps.end() &&
         ((c->second.max_cpus && config_.default_cpus > *c->second.max_cpus) ||
          (c->second.max_memory_mb && config_.default_memory_mb > *c->second.max_memory_mb))) {
       SKIFF_LOG(Warn) << "pool " << image << ": default_cpus/default_memory_mb exceed the image's "
@@ -257,7 +261,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   if (cpus < 1 || cpus > 255) return InvalidRequest("field 'cpus': must be between 1 and 255");
   if (memory_mb < 64) return InvalidRequest("field 'memory_mb': must be at least 64");
   if (spec.isolation && *spec.isolation != "microvm" && *spec.isolation != "jail")
-    return InvalidRequest("field 'isolation': expected \"microvm\" or \"jail\", got \"" + *spec.isolation + "\"");
+    return InvalidRequest("field 'isolation': expected \"microvm\" or \"jail\", got \"" + *spec.isolation +
+                          "\"");
 
   // Step 2: reserve a slot atomically (live sandboxes + creates in progress).
   {
@@ -278,7 +283,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
     std::string names;
     for (const auto& e : catalog_.List())
       if (e.allowed) names += (names.empty() ? "" : ", ") + e.name;
-    return Error(Code::kS100, "image '" + spec.image + "' is not in the catalog or not allowed; allowed images: " +
+    return Error(Code::kS100, "image '" + spec.image +
+                                  "' is not in the catalog or not allowed; allowed images: " +
                                   (names.empty() ? "none" : names));
   }
   // Step 4: per-image caps.
@@ -293,8 +299,9 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   // Step 5: isolation available and permitted.
   std::string isolation = spec.isolation.value_or(default_isolation_);
   if (config_.isolation != "auto" && isolation != config_.isolation)
-    return Platform("isolation", "isolation '" + isolation + "' is not permitted on this daemon (configured: " +
-                                     config_.isolation + ")");
+    return Platform("isolation", "isolation '" + isolation +
+                                     "' is not permitted on this daemon (configured: " + config_.isolation +
+                                     ")");
   if (!isolators_.count(isolation))
     return Platform("isolation", "isolation '" + isolation + "' is not available on this host");
   // Warm pool (spec §7.3): a create matching the pooled shape claims a
@@ -302,8 +309,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   // agent death at any moment finds the sandbox in exactly one place. The
   // set of pools is fixed at construction; only their contents change.
   if (auto pit = pools_.find(spec.image); pit != pools_.end()) {
-    bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb &&
-                   !spec.network && isolation == default_isolation_;
+    bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb && !spec.network &&
+                   isolation == default_isolation_;
     std::shared_ptr<Sandbox> sb;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -397,8 +404,8 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
   auto deadline = Clock::now() + kBootTimeout;
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso_it->second->Start(policy));
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  auto client = proto::Client::Connect(sb->instance->TakeChannel(),
-                                       std::max(left, std::chrono::milliseconds(1)));
+  auto client =
+      proto::Client::Connect(sb->instance->TakeChannel(), std::max(left, std::chrono::milliseconds(1)));
   if (!client.ok()) {
     std::string report = sb->instance->ExitReport();
     sb->instance->Stop(kStopGrace);
@@ -490,7 +497,8 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
     std::lock_guard<std::mutex> lk(mu_);
     if (sb->stopping()) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
     if (sb->exec_in_flight >= config_.exec_cap())
-      return Error(Code::kS003, "sandbox " + sb->id + " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=" +
+      return Error(Code::kS003, "sandbox " + sb->id +
+                                    " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=" +
                                     std::to_string(config_.exec_cap()) + ")");
     ++sb->exec_in_flight;
   }
@@ -521,13 +529,16 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   std::reverse(env.begin(), env.end());
 
   std::string cwd = spec.workdir.value_or(sb->image_workdir.empty() ? "/" : sb->image_workdir);
-  nlohmann::json req = {{"op", proto::op::kExec}, {"argv", spec.argv}, {"env", env},
-                        {"cwd", cwd}, {"timeout_ms", effective},
-                        {"stdin", !spec.stdin_bytes.empty()}, {"output_limit", kOutputLimit}};
+  nlohmann::json req = {{"op", proto::op::kExec},
+                        {"argv", spec.argv},
+                        {"env", env},
+                        {"cwd", cwd},
+                        {"timeout_ms", effective},
+                        {"stdin", !spec.stdin_bytes.empty()},
+                        {"output_limit", kOutputLimit}};
   // The image's User (OCI config), resolved by the agent inside the sandbox;
   // root needs no switch.
-  if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" &&
-      sb->image_user != "0:0")
+  if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" && sb->image_user != "0:0")
     req["user"] = sb->image_user;
   auto stream_or = sb->client->Open(req);
   if (!stream_or.ok()) {
@@ -555,8 +566,10 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
 
   Capture out, err;
   auto details = [&](uint64_t ms) {
-    return nlohmann::json{{"stdout", SanitizeUtf8(out.bytes)}, {"stderr", SanitizeUtf8(err.bytes)},
-                          {"duration_ms", ms}, {"stdout_truncated", out.truncated},
+    return nlohmann::json{{"stdout", SanitizeUtf8(out.bytes)},
+                          {"stderr", SanitizeUtf8(err.bytes)},
+                          {"duration_ms", ms},
+                          {"stdout_truncated", out.truncated},
                           {"stderr_truncated", err.truncated}};
   };
   auto elapsed = [&] {
@@ -570,7 +583,8 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
     auto ev = stream->Next(host_deadline);
     if (!ev) {
       stream->Cancel();
-      return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms").set_details(details(elapsed()));
+      return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
+          .set_details(details(elapsed()));
     }
     switch (ev->kind) {
       case proto::Event::Kind::kData:
@@ -595,7 +609,8 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
         out.truncated = out.truncated || r.value("stdout_truncated", false);
         err.truncated = err.truncated || r.value("stderr_truncated", false);
         if (r.value("timed_out", false))
-          return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms").set_details(details(ms));
+          return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
+              .set_details(details(ms));
         if (r.value("cancelled", false) || Stopping(*sb))
           return Error(Code::kS004, "sandbox already stopped: " + sb->id).set_details(details(ms));
         ExecResult res;
@@ -722,13 +737,15 @@ Result<nlohmann::json> FinishFs(proto::Stream& s, bool stopping_hint) {
         if (j.is_discarded()) return Error(Code::kS216, "fs i/o error: sandbox transport: malformed result");
         return j;
       }
-      case proto::Event::Kind::kError: return FromAgentError(ev->json);
+      case proto::Event::Kind::kError:
+        return FromAgentError(ev->json);
       case proto::Event::Kind::kClosed: {
         std::string why = ev->json.value("message", std::string());
         if (why == "closed by host" || stopping_hint) return Error(Code::kS004, "sandbox already stopped");
         return Error(Code::kS216, "fs i/o error: sandbox transport: " + why);
       }
-      default: break;
+      default:
+        break;
     }
   }
 }
@@ -786,8 +803,7 @@ Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, co
 }
 
 Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& path,
-                              const std::function<void(const FsReadMeta&)>& on_meta,
-                              const ByteSink& sink) {
+                              const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, Lookup(sandbox_id));
   sb->Touch();
   ScopedCleanup touch([&] { sb->Touch(); });
@@ -818,9 +834,12 @@ Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& 
           last_touch = MonotonicMillis();
         }
         break;
-      case proto::Event::Kind::kEnd: break;
-      case proto::Event::Kind::kResult: return OkStatus();
-      case proto::Event::Kind::kError: return FromAgentError(ev->json);
+      case proto::Event::Kind::kEnd:
+        break;
+      case proto::Event::Kind::kResult:
+        return OkStatus();
+      case proto::Event::Kind::kError:
+        return FromAgentError(ev->json);
       case proto::Event::Kind::kClosed: {
         std::string why = ev->json.value("message", std::string());
         if (why == "closed by host") return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
@@ -838,11 +857,16 @@ Result<ExecResult> SandboxManager::Run(const RunSpec& spec, OutputSink* sink) {
   };
   Lang lang;
   const std::string& l = spec.lang;
-  if (l == "node" || l == "js" || l == "javascript") lang = {"node", "js"};
-  else if (l == "python" || l == "py") lang = {"python3", "py"};
-  else if (l == "shell" || l == "sh") lang = {"/bin/sh", "sh"};
-  else if (l == "bash") lang = {"/bin/bash", "sh"};
-  else lang = {l, "txt"};
+  if (l == "node" || l == "js" || l == "javascript")
+    lang = {"node", "js"};
+  else if (l == "python" || l == "py")
+    lang = {"python3", "py"};
+  else if (l == "shell" || l == "sh")
+    lang = {"/bin/sh", "sh"};
+  else if (l == "bash")
+    lang = {"/bin/bash", "sh"};
+  else
+    lang = {l, "txt"};
 
   CreateSpec cs = spec.create;
   auto created = Create(cs);
@@ -943,8 +967,10 @@ void SandboxManager::PoolLoop() {
       wake = std::min(wake, p.retry_at);
     }
     if (image.empty()) {
-      if (wake == Clock::time_point::max()) pool_cv_.wait(lk);
-      else pool_cv_.wait_until(lk, wake);
+      if (wake == Clock::time_point::max())
+        pool_cv_.wait(lk);
+      else
+        pool_cv_.wait_until(lk, wake);
       continue;
     }
     lk.unlock();
@@ -1009,8 +1035,7 @@ void SandboxManager::Shutdown() {
   {
     // A boot in progress finishes, sees shutting_down_ and tears down.
     std::lock_guard<std::mutex> lk(pool_join_mu_);
-    if (pool_filler_.joinable() && pool_filler_.get_id() != std::this_thread::get_id())
-      pool_filler_.join();
+    if (pool_filler_.joinable() && pool_filler_.get_id() != std::this_thread::get_id()) pool_filler_.join();
   }
   std::unique_lock<std::mutex> lk(mu_);
   teardown_cv_.wait(lk, [&] { return pending_teardowns_ == 0; });

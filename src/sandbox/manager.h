@@ -13,12 +13,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "images/catalog.h"
@@ -141,8 +140,8 @@ class SandboxManager {
   // already validated. Returns the agent's RESULT (the spec's response).
   Result<nlohmann::json> Fs(const std::string& sandbox_id, const nlohmann::json& op);
   // fs::write from a stream (or a string: a source returning it once).
-  Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path,
-                                 uint32_t mode, bool parents, const ByteSource& source);
+  Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
+                                 bool parents, const ByteSource& source);
   // fs::read: `on_meta` is called once before any byte; `sink` gets the bytes.
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink);
@@ -168,10 +167,10 @@ class SandboxManager {
   struct PoolStatus {
     std::string image;
     uint32_t target = 0;
-    uint32_t ready = 0;           // booted, unclaimed
-    uint64_t hits = 0;            // creates served from the pool
-    uint64_t misses = 0;          // creates of this image that booted fresh
-    uint64_t fill_failures = 0;   // failed background boots
+    uint32_t ready = 0;          // booted, unclaimed
+    uint64_t hits = 0;           // creates served from the pool
+    uint64_t misses = 0;         // creates of this image that booted fresh
+    uint64_t fill_failures = 0;  // failed background boots
   };
   std::vector<PoolStatus> PoolStats();
   // Called after every successful create (sandbox::create and run) with the
@@ -218,7 +217,7 @@ class SandboxManager {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<std::string, std::shared_ptr<Sandbox>> tearing_down_;  // stop/reap in progress
-  uint32_t reserved_ = 0;  // creates in progress
+  uint32_t reserved_ = 0;                                         // creates in progress
   bool shutting_down_ = false;
   std::condition_variable reaper_cv_;
   uint32_t pending_teardowns_ = 0;

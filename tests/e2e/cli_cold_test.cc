@@ -2,6 +2,7 @@
 // no cgroup, state directory, liveness lock or mount of its sandbox, and no
 // process of its own (the jail's cgroup warm-up child included).
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/paths.h"
 #include "base/text.h"
@@ -59,8 +58,9 @@ TEST(CliColdRun, OneShotRunsLeaveNothingBehind) {
     // The sandbox's hostname is "skiff-" + the first 8 characters of its id:
     // that prefix names its cgroups, state directory and lock on the host.
     const std::string mark = "SKIFF_COLD_TEST_" + skiff::RandomHex(8);
-    auto o = Shell(std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' run host --isolation jail --env " +
-                 mark + "=1 -- sh -c 'hostname; echo hi' 2>&1");
+    auto o =
+        Shell(std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' run host --isolation jail --env " +
+              mark + "=1 -- sh -c 'hostname; echo hi' 2>&1");
     ASSERT_EQ(o.exit_code, 0) << o.stdout_text;
     ASSERT_EQ(o.stdout_text.rfind("skiff-", 0), 0u) << o.stdout_text;
     const std::string prefix = o.stdout_text.substr(6, 8);

@@ -1,12 +1,11 @@
 // The skiff CLI, embedded (no daemon): what a new user types first.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "shell_out.h"
 
@@ -16,8 +15,8 @@ using Out = skiff::testing_support::ShellOut;
 
 // Runs the CLI through /bin/sh; stderr is folded into stdout when asked.
 Out Skiff(const std::string& args, bool with_stderr = false) {
-  return skiff::testing_support::Shell(std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' " +
-                                       args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+  return skiff::testing_support::Shell(std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' " + args +
+                                       (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 class CliTest : public ::testing::Test {
@@ -70,7 +69,8 @@ TEST_F(CliTest, DoctorsNetworkTrialSucceeds) {
   auto o = Skiff("doctor", true);
   auto net = o.stdout_text.find("\nnetwork:");
   ASSERT_NE(net, std::string::npos) << o.stdout_text;
-  std::string section = o.stdout_text.substr(net, o.stdout_text.find("\n", o.stdout_text.find("setup_ok:", net)) - net);
+  std::string section =
+      o.stdout_text.substr(net, o.stdout_text.find("\n", o.stdout_text.find("setup_ok:", net)) - net);
   EXPECT_NE(section.find("setup_ok:              true"), std::string::npos) << section;
   // The trial includes a domain entry, so the DNS filter starts too.
   EXPECT_NE(section.find("domain_allow_entries:  true"), std::string::npos) << section;
@@ -79,12 +79,17 @@ TEST_F(CliTest, DoctorsNetworkTrialSucceeds) {
 // Leave no trace: a daemon ended by SIGTERM removes its unix socket.
 TEST_F(CliTest, ServeRemovesItsSocketOnSigterm) {
   std::string sock = "/tmp/skiff-cli-test-" + std::to_string(getpid()) + ".sock";
-  auto o = skiff::testing_support::Shell(
-      "'" + std::string(SKIFF_BINARY_DIR) + "/cmd/skiff/skiff' serve --socket " + sock +
-      " --port 0 >/dev/null 2>&1 & pid=$!; "
-      "for i in $(seq 100); do [ -S " + sock + " ] && break; sleep 0.05; done; "
-      "[ -S " + sock + " ] && echo up; kill -TERM $pid; wait $pid; echo status=$?; "
-      "[ -e " + sock + " ] && echo left || echo gone");
+  auto o = skiff::testing_support::Shell("'" + std::string(SKIFF_BINARY_DIR) +
+                                         "/cmd/skiff/skiff' serve --socket " + sock +
+                                         " --port 0 >/dev/null 2>&1 & pid=$!; "
+                                         "for i in $(seq 100); do [ -S " +
+                                         sock +
+                                         " ] && break; sleep 0.05; done; "
+                                         "[ -S " +
+                                         sock +
+                                         " ] && echo up; kill -TERM $pid; wait $pid; echo status=$?; "
+                                         "[ -e " +
+                                         sock + " ] && echo left || echo gone");
   EXPECT_EQ(o.stdout_text, "up\nstatus=0\ngone\n");
   unlink(sock.c_str());
 }

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,12 +18,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace skiff::e2e {
 
@@ -76,13 +75,11 @@ class Daemon {
       out << yaml;
     }
     std::string bin = std::string(SKIFF_BINARY_DIR) + "/cmd/skiff/skiff";
-    std::vector<std::string> args = {bin, "serve", "--port", std::to_string(port_), "--config",
-                                     config_};
+    std::vector<std::string> args = {bin, "serve", "--port", std::to_string(port_), "--config", config_};
     for (auto& e : extra) args.push_back(e);
     log_ = testing::TempDir() + "/skiff_e2e_" + std::to_string(port_) + ".log";
     // The agent binary is built next to its own main, not next to skiff.
-    ::setenv("SKIFF_AGENT", (std::string(SKIFF_BINARY_DIR) + "/cmd/skiff-agent/skiff-agent").c_str(),
-             0);
+    ::setenv("SKIFF_AGENT", (std::string(SKIFF_BINARY_DIR) + "/cmd/skiff-agent/skiff-agent").c_str(), 0);
     pid_ = ::fork();
     if (pid_ == 0) {
       int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -193,8 +190,7 @@ class Daemon {
   Http Get(const std::string& path, std::vector<std::string> headers = {}) {
     return Request("GET", path, nullptr, std::move(headers), 30);
   }
-  Http Post(const std::string& path, const std::string& body,
-            std::vector<std::string> headers = {}) {
+  Http Post(const std::string& path, const std::string& body, std::vector<std::string> headers = {}) {
     return Request("POST", path, &body, std::move(headers));
   }
   Http Call(const std::string& fn, const json& payload) {
@@ -278,8 +274,10 @@ inline std::string Validate(const json& v, const json& schema, const json& root,
       return false;
     };
     bool ok = false;
-    if (schema["type"].is_string()) ok = ok_type(schema["type"]);
-    else for (const auto& t : schema["type"]) ok = ok || ok_type(t);
+    if (schema["type"].is_string())
+      ok = ok_type(schema["type"]);
+    else
+      for (const auto& t : schema["type"]) ok = ok || ok_type(t);
     if (!ok) return at + ": expected type " + schema["type"].dump() + ", got " + v.type_name();
   }
   if (schema.contains("enum")) {
@@ -330,8 +328,10 @@ inline std::string Validate(const json& v, const json& schema, const json& root,
     std::string first;
     for (const auto& s : schema[comb]) {
       auto e = Validate(v, s, root, at);
-      if (e.empty()) ++matches;
-      else if (first.empty()) first = e;
+      if (e.empty())
+        ++matches;
+      else if (first.empty())
+        first = e;
     }
     if (matches == 0) return at + ": matches no branch of " + comb + " (" + first + ")";
     if (std::string(comb) == "oneOf" && matches > 1) return at + ": matches several oneOf branches";

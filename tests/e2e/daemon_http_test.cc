@@ -2,13 +2,13 @@
 // protocol: function table and schemas, hostile input, errors with their
 // statuses and wire objects, a sandbox lifecycle through every fs function,
 // file streaming, data channels, auth, config errors and SIGTERM cleanup.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "daemon_harness.h"
 #include "ws_client.h"
@@ -35,9 +35,7 @@ class DaemonTest : public ::testing::Test {
     delete daemon_;
     daemon_ = nullptr;
   }
-  void SetUp() override {
-    ASSERT_TRUE(daemon_->ready()) << "daemon did not start:\n" << daemon_->Log();
-  }
+  void SetUp() override { ASSERT_TRUE(daemon_->ready()) << "daemon did not start:\n" << daemon_->Log(); }
   Daemon& d() { return *daemon_; }
 
   // The published schema of a function (cached).
@@ -77,10 +75,10 @@ class DaemonTest : public ::testing::Test {
 Daemon* DaemonTest::daemon_ = nullptr;
 
 const std::vector<std::string> kSandboxFunctions = {
-    "sandbox::catalog::list", "sandbox::create",   "sandbox::exec",     "sandbox::fs::chmod",
-    "sandbox::fs::grep",      "sandbox::fs::ls",   "sandbox::fs::mkdir", "sandbox::fs::mv",
-    "sandbox::fs::read",      "sandbox::fs::rm",   "sandbox::fs::sed",   "sandbox::fs::stat",
-    "sandbox::fs::write",     "sandbox::list",     "sandbox::run",       "sandbox::stop"};
+    "sandbox::catalog::list", "sandbox::create", "sandbox::exec",      "sandbox::fs::chmod",
+    "sandbox::fs::grep",      "sandbox::fs::ls", "sandbox::fs::mkdir", "sandbox::fs::mv",
+    "sandbox::fs::read",      "sandbox::fs::rm", "sandbox::fs::sed",   "sandbox::fs::stat",
+    "sandbox::fs::write",     "sandbox::list",   "sandbox::run",       "sandbox::stop"};
 
 TEST_F(DaemonTest, HealthzShape) {
   auto r = d().Get("/healthz");
@@ -233,10 +231,10 @@ TEST_F(DaemonTest, MetricsExposition) {
   auto r = d().Get("/metrics");
   ASSERT_EQ(r.status, 200);
   EXPECT_THAT(r.headers["content-type"], HasSubstr("version=0.0.4"));
-  for (const char* m : {"skiff_sandboxes", "skiff_sandbox_creates_total",
-                        "skiff_sandbox_create_seconds", "skiff_sandboxes_reaped_total",
-                        "skiff_execs_in_flight", "skiff_exec_seconds", "skiff_function_calls_total",
-                        "skiff_pool_ready", "skiff_ws_connections", "skiff_build_info"}) {
+  for (const char* m :
+       {"skiff_sandboxes", "skiff_sandbox_creates_total", "skiff_sandbox_create_seconds",
+        "skiff_sandboxes_reaped_total", "skiff_execs_in_flight", "skiff_exec_seconds",
+        "skiff_function_calls_total", "skiff_pool_ready", "skiff_ws_connections", "skiff_build_info"}) {
     EXPECT_THAT(r.body, HasSubstr(std::string("# TYPE ") + m + " ")) << m;
   }
   EXPECT_THAT(r.body, HasSubstr("skiff_function_calls_total{function=\"sandbox::list\",result=\"ok\"}"));
@@ -249,10 +247,8 @@ TEST_F(DaemonTest, SandboxErrorsBeforeAnySandbox) {
   CallErr("sandbox::fs::ls", {{"sandbox_id", ghost}, {"path", "/"}}, "S002", 404);
   // Check order: a malformed request for an unknown sandbox is S001, not S002.
   CallErr("sandbox::exec", {{"sandbox_id", ghost}, {"cmd", "ls -l"}, {"args", {"/"}}}, "S001", 400);
-  CallErr("sandbox::fs::mkdir", {{"sandbox_id", ghost}, {"path", "/x"}, {"mode", "rwx"}}, "S210",
-          400);
-  CallErr("sandbox::fs::grep", {{"sandbox_id", ghost}, {"path", "/"}, {"pattern", "("}}, "S217",
-          400);
+  CallErr("sandbox::fs::mkdir", {{"sandbox_id", ghost}, {"path", "/x"}, {"mode", "rwx"}}, "S210", 400);
+  CallErr("sandbox::fs::grep", {{"sandbox_id", ghost}, {"path", "/"}, {"pattern", "("}}, "S217", 400);
   CallErr("sandbox::create", {{"image", "definitely-not-an-image"}}, "S100", 400);
   CallErr("sandbox::create", {{"image", "host"}, {"cpus", 0}}, "S001", 400);
   // Files endpoints follow the same order.
@@ -293,8 +289,7 @@ TEST_F(DaemonTest, LifecycleThroughEveryFunction) {
   auto to = CallErr("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sleep", "5"}}, {"timeout_ms", 200}},
                     "S200", 504);
   EXPECT_TRUE(to.contains("details"));
-  CallErr("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}, {"workdir", "/nonexistent"}}, "S211",
-          404);
+  CallErr("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}, {"workdir", "/nonexistent"}}, "S211", 404);
   // The exec cap is 1 here: a second concurrent exec is S003.
   {
     std::thread slow([&] { d().Call("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sleep", "2"}}}); });
@@ -318,8 +313,7 @@ TEST_F(DaemonTest, LifecycleThroughEveryFunction) {
   auto w = CallOk("sandbox::fs::write",
                   {{"sandbox_id", id}, {"path", "/tmp/a/b/f.txt"}, {"content", "hello world\n"}});
   EXPECT_EQ(w["bytes_written"], 12);
-  CallErr("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/zz/f"}, {"content", "x"}}, "S211",
-          404);
+  CallErr("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/zz/f"}, {"content", "x"}}, "S211", 404);
   CallErr("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/a"}, {"content", "x"}}, "S212", 409);
   auto rd = CallOk("sandbox::fs::read", {{"sandbox_id", id}, {"path", "/tmp/a/b/f.txt"}});
   EXPECT_EQ(rd["body"], "hello world\n");
@@ -334,12 +328,9 @@ TEST_F(DaemonTest, LifecycleThroughEveryFunction) {
   EXPECT_EQ(g["matches"].size(), 1u);
   CallErr("sandbox::fs::grep",
           {{"sandbox_id", id}, {"path", "/tmp/a"}, {"pattern", "x"}, {"recursive", false}}, "S210", 400);
-  CallOk("sandbox::fs::sed", {{"sandbox_id", id},
-                              {"path", "/tmp/a/b/f.txt"},
-                              {"pattern", "world"},
-                              {"replacement", "skiff"}});
-  CallOk("sandbox::fs::mv",
-         {{"sandbox_id", id}, {"src", "/tmp/a/b/f.txt"}, {"dst", "/tmp/a/g.txt"}});
+  CallOk("sandbox::fs::sed",
+         {{"sandbox_id", id}, {"path", "/tmp/a/b/f.txt"}, {"pattern", "world"}, {"replacement", "skiff"}});
+  CallOk("sandbox::fs::mv", {{"sandbox_id", id}, {"src", "/tmp/a/b/f.txt"}, {"dst", "/tmp/a/g.txt"}});
   CallErr("sandbox::fs::rm", {{"sandbox_id", id}, {"path", "/tmp/a"}}, "S214", 409);
   CallOk("sandbox::fs::rm", {{"sandbox_id", id}, {"path", "/tmp/a"}, {"recursive", true}});
 

@@ -13,19 +13,17 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace skiff::e2e {
 
@@ -142,8 +140,7 @@ class EngineDouble {
 
  private:
   struct Conn : std::enable_shared_from_this<Conn> {
-    Conn(EngineDouble& e, boost::asio::ip::tcp::socket s, int i)
-        : eng(e), ws(std::move(s)), index(i) {}
+    Conn(EngineDouble& e, boost::asio::ip::tcp::socket s, int i) : eng(e), ws(std::move(s)), index(i) {}
     EngineDouble& eng;
     boost::beast::websocket::stream<boost::beast::tcp_stream> ws;
     boost::beast::flat_buffer in;

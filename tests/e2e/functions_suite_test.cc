@@ -13,6 +13,8 @@
 // so the sharing survives (gtest_discover_tests would start a process, and
 // a VM, per test).
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,9 +31,6 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "daemon_harness.h"
 #include "ws_client.h"
 
@@ -46,10 +45,9 @@ const std::string kGhost = "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11";
 
 int StatusFor(const std::string& code) {
   static const std::map<std::string, int> m = {
-      {"S001", 400}, {"S100", 400}, {"S210", 400}, {"S217", 400}, {"S215", 403}, {"S002", 404},
-      {"S211", 404}, {"S004", 409}, {"S212", 409}, {"S213", 409}, {"S214", 409}, {"S003", 429},
-      {"S400", 429}, {"S216", 500}, {"S219", 500}, {"S300", 500}, {"S101", 503}, {"S102", 503},
-      {"S218", 503}, {"S200", 504}};
+      {"S001", 400}, {"S100", 400}, {"S210", 400}, {"S217", 400}, {"S215", 403}, {"S002", 404}, {"S211", 404},
+      {"S004", 409}, {"S212", 409}, {"S213", 409}, {"S214", 409}, {"S003", 429}, {"S400", 429}, {"S216", 500},
+      {"S219", 500}, {"S300", 500}, {"S101", 503}, {"S102", 503}, {"S218", 503}, {"S200", 504}};
   auto it = m.find(code);
   return it == m.end() ? -1 : it->second;
 }
@@ -144,7 +142,9 @@ HostCanary& Canary() {
 
 std::string ConfigFor(const std::string& isolation) {
   return "image_allowlist: [base, python]\n"
-         "isolation: " + isolation + "\n"
+         "isolation: " +
+         isolation +
+         "\n"
          "default_idle_timeout_secs: 1800\n"
          "max_concurrent_exec_per_sandbox: 4\n"
          "per_image_caps: {base: {max_cpus: 2, max_memory_mb: 1024}}\n";
@@ -162,8 +162,8 @@ class FunctionsSuite : public ::testing::TestWithParam<std::string> {
         b->daemon->Call("sandbox::stop", {{"sandbox_id", b->sid}, {"wait", true}});
       }
       double total = std::chrono::duration<double>(Clock::now() - b->started).count();
-      std::printf("[ suite    ] backend %s: shared sandbox boot %.2f s, suite %.1f s\n",
-                  name.c_str(), b->boot_secs, total);
+      std::printf("[ suite    ] backend %s: shared sandbox boot %.2f s, suite %.1f s\n", name.c_str(),
+                  b->boot_secs, total);
       if (b->daemon) {
         EXPECT_EQ(b->daemon->Terminate(), 0) << b->daemon->Log();
       }
@@ -183,9 +183,8 @@ class FunctionsSuite : public ::testing::TestWithParam<std::string> {
         slot->setup_error = "daemon did not start:\n" + slot->daemon->Log();
       } else {
         auto t0 = Clock::now();
-        auto r = slot->daemon->Call("sandbox::create", {{"image", "base"},
-                                                        {"isolation", GetParam()},
-                                                        {"name", "functions-suite"}});
+        auto r = slot->daemon->Call(
+            "sandbox::create", {{"image", "base"}, {"isolation", GetParam()}, {"name", "functions-suite"}});
         slot->boot_secs = std::chrono::duration<double>(Clock::now() - t0).count();
         if (r.status != 200) {
           slot->setup_error = "shared sandbox create failed: " + r.body + "\n" + slot->daemon->Log();
@@ -401,9 +400,11 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   std::string id = cr["sandbox_id"];
   EXPECT_EQ(cr["image"], "base");
   EXPECT_EQ(cr["isolation"], iso());
-  EXPECT_TRUE(std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
+  EXPECT_TRUE(
+      std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
       << id;
-  auto ex = CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sh", "-c", "echo $SUITE_A $SUITE_B; nproc"}}});
+  auto ex =
+      CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sh", "-c", "echo $SUITE_A $SUITE_B; nproc"}}});
   EXPECT_THAT(ex["stdout"].get<std::string>(), StartsWith("1 x=y\n"));
   if (iso() == "microvm") {
     EXPECT_EQ(ex["stdout"], "1 x=y\n2\n");  // cpus = vCPUs
@@ -439,8 +440,8 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   for (const auto& s : list["sandboxes"]) {
     if (s["sandbox_id"] == sid()) {
       EXPECT_TRUE(s["name"] == "functions-suite");
-      EXPECT_EQ(s["cpus"], 1);          // default_cpus
-      EXPECT_EQ(s["memory_mb"], 512);   // default_memory_mb
+      EXPECT_EQ(s["cpus"], 1);         // default_cpus
+      EXPECT_EQ(s["memory_mb"], 512);  // default_memory_mb
     }
   }
 
@@ -466,20 +467,22 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   auto pair = d().Call("engine::channels::create", json::object()).Json();
   ASSERT_TRUE(pair.contains("writer")) << pair.dump();
   WsClient held;
-  ASSERT_EQ(held.Open(d(), "/ws/channels/" + pair["writer"]["channel_id"].get<std::string>() + "?key=" +
-                               pair["writer"]["access_key"].get<std::string>() + "&dir=write"),
+  ASSERT_EQ(held.Open(d(), "/ws/channels/" + pair["writer"]["channel_id"].get<std::string>() +
+                               "?key=" + pair["writer"]["access_key"].get<std::string>() + "&dir=write"),
             101);
   held.Send(2, "some bytes, then nothing");
   json fs_err;
   std::thread fs_call([&] {
-    auto r = d().Call("sandbox::fs::write", {{"sandbox_id", id}, {"path", "/tmp/keep"}, {"content", pair["reader"]}});
+    auto r = d().Call("sandbox::fs::write",
+                      {{"sandbox_id", id}, {"path", "/tmp/keep"}, {"content", pair["reader"]}});
     fs_err = r.Json();
     fs_err["_status"] = r.status;
   });
   std::atomic<bool> exec_done{false};
   json exec_err;
   std::thread slow([&] {
-    auto r = d().Call("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sh", "-c", "echo partial; exec sleep 60"}}});
+    auto r = d().Call("sandbox::exec",
+                      {{"sandbox_id", id}, {"argv", {"sh", "-c", "echo partial; exec sleep 60"}}});
     exec_err = r.Json();
     exec_err["_status"] = r.status;
     exec_done = true;
@@ -539,8 +542,8 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   std::string braced = "{" + c2["sandbox_id"].get<std::string>() + "}";
   st = CallOk("sandbox::stop", {{"sandbox_id", braced}, {"wait", true}});
   EXPECT_EQ(st["sandbox_id"], c2["sandbox_id"]);
-  CallErr("sandbox::fs::ls", {{"sandbox_id", "urn:uuid:" + c2["sandbox_id"].get<std::string>()}, {"path", "/"}},
-          "S002");
+  CallErr("sandbox::fs::ls",
+          {{"sandbox_id", "urn:uuid:" + c2["sandbox_id"].get<std::string>()}, {"path", "/"}}, "S002");
 }
 
 // ======================================================================
@@ -549,7 +552,8 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
 
 TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   // Command shapes.
-  EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "echo"}, {"args", {"a b", "$HOME"}}}))["stdout"], "a b $HOME\n");
+  EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "echo"}, {"args", {"a b", "$HOME"}}}))["stdout"],
+            "a b $HOME\n");
   EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "echo 'a b' \"c\\\"d\" #x"}}))["stdout"], "a b c\"d\n");
   EXPECT_EQ(CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $0 $1", "zero", "one"}}}))["stdout"],
             "zero one\n");
@@ -563,13 +567,19 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   EXPECT_EQ(r["stderr_truncated"], false);
   EXPECT_GE(r["duration_ms"].get<int64_t>(), 0);
   EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "pwd"}, {"workdir", "tmp"}}))["stdout"], "/tmp\n");
-  EXPECT_EQ(CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $A$B"}}, {"env", {"A=1", "B=x=y", "junk", "=v"}}}))["stdout"],
+  EXPECT_EQ(CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $A$B"}},
+                                       {"env", {"A=1", "B=x=y", "junk", "=v"}}}))["stdout"],
             "1x=y\n");
-  EXPECT_EQ(CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $A"}}, {"env", {{"A", "obj"}}}}))["stdout"], "obj\n");
-  EXPECT_EQ(CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $HOME"}}, {"env", {"HOME=/x"}}}))["stdout"], "/x\n");
+  EXPECT_EQ(
+      CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $A"}}, {"env", {{"A", "obj"}}}}))["stdout"],
+      "obj\n");
+  EXPECT_EQ(
+      CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "echo $HOME"}}, {"env", {"HOME=/x"}}}))["stdout"],
+      "/x\n");
   // stdin.
-  EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "cat"}, {"stdin", Base64(std::string("in\0put", 6))}}))["stdout"],
-            std::string("in\0put", 6));
+  EXPECT_EQ(
+      CallOk("sandbox::exec", P({{"cmd", "cat"}, {"stdin", Base64(std::string("in\0put", 6))}}))["stdout"],
+      std::string("in\0put", 6));
   EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "cat"}, {"stdin", ""}}))["stdout"], "");
   EXPECT_EQ(CallOk("sandbox::exec", P({{"cmd", "cat"}}))["stdout"], "");
   // Exit codes and spawn outcomes.
@@ -590,18 +600,21 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   EXPECT_EQ(r["exit_code"], 126);
   EXPECT_EQ(r["stderr"], "exec: " + dir_ + "/garbage: exec format error\n");
   // Output cap and UTF-8 repair.
-  r = CallOk("sandbox::exec", P({{"argv", {"sh", "-c", "head -c 1100000 /dev/zero | tr '\\0' a; printf '\\377' >&2"}}}));
+  r = CallOk("sandbox::exec",
+             P({{"argv", {"sh", "-c", "head -c 1100000 /dev/zero | tr '\\0' a; printf '\\377' >&2"}}}));
   EXPECT_EQ(r["stdout"].get<std::string>().size(), 1048576u);
   EXPECT_EQ(r["stdout_truncated"], true);
   EXPECT_EQ(r["stderr"], "\xEF\xBF\xBD");
   EXPECT_EQ(r["stderr_truncated"], false);
   // Timeouts: S200 with partial output in details; 0 never starts.
-  auto e = CallErr("sandbox::exec", P({{"argv", {"sh", "-c", "echo early; exec sleep 30"}}, {"timeout_ms", 2500}}), "S200");
+  auto e = CallErr("sandbox::exec",
+                   P({{"argv", {"sh", "-c", "echo early; exec sleep 30"}}, {"timeout_ms", 2500}}), "S200");
   EXPECT_EQ(e["message"], "exec timed out after 2500 ms");
   ASSERT_TRUE(e.contains("details"));
   EXPECT_EQ(e["details"]["stdout"], "early\n");
   EXPECT_TRUE(e["details"]["duration_ms"].is_number_integer());
-  e = CallErr("sandbox::exec", P({{"argv", {"sh", "-c", "touch " + dir_ + "/started"}}, {"timeout_ms", 0}}), "S200");
+  e = CallErr("sandbox::exec", P({{"argv", {"sh", "-c", "touch " + dir_ + "/started"}}, {"timeout_ms", 0}}),
+              "S200");
   CallErr("sandbox::fs::stat", P({{"path", dir_ + "/started"}}), "S211");
   // workdir errors.
   e = CallErr("sandbox::exec", P({{"cmd", "true"}, {"workdir", "/nonexistent"}}), "S211");
@@ -610,12 +623,12 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   EXPECT_EQ(e["message"], "not a directory or wrong type: workdir /etc/passwd");
   // S001 shapes, all checked before the lookup.
   json ghost = {{"sandbox_id", kGhost}};
-  for (json bad : {json{{"cmd", "x"}, {"argv", {"ls"}}}, json{{"cmd", "ls -l"}, {"args", {"/"}}},
-                   json{{"cmd", "echo 'x"}}, json{{"cmd", "   "}}, json{{"cmd", ""}, {"args", {"x"}}},
-                   json::object(), json{{"cmd", "true"}, {"stdin", "***"}},
-                   json{{"cmd", "true"}, {"env", {{"9bad", "1"}}}}, json{{"cmd", "true"}, {"timeout_ms", -1}},
-                   json{{"cmd", "true"}, {"timeout_ms", 1.5}}, json{{"cmd", "true"}, {"args", {std::string("a\0b", 3)}}},
-                   json{{"cmd", 5}}, json{{"argv", "ls"}}}) {
+  for (json bad :
+       {json{{"cmd", "x"}, {"argv", {"ls"}}}, json{{"cmd", "ls -l"}, {"args", {"/"}}},
+        json{{"cmd", "echo 'x"}}, json{{"cmd", "   "}}, json{{"cmd", ""}, {"args", {"x"}}}, json::object(),
+        json{{"cmd", "true"}, {"stdin", "***"}}, json{{"cmd", "true"}, {"env", {{"9bad", "1"}}}},
+        json{{"cmd", "true"}, {"timeout_ms", -1}}, json{{"cmd", "true"}, {"timeout_ms", 1.5}},
+        json{{"cmd", "true"}, {"args", {std::string("a\0b", 3)}}}, json{{"cmd", 5}}, json{{"argv", "ls"}}}) {
     bad["sandbox_id"] = kGhost;
     CallErr("sandbox::exec", bad, "S001");
   }
@@ -636,7 +649,8 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   }
   EXPECT_TRUE(full);
   e = CallErr("sandbox::exec", P({{"cmd", "true"}}), "S003");
-  EXPECT_EQ(e["message"], "sandbox " + sid() + " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=4)");
+  EXPECT_EQ(e["message"],
+            "sandbox " + sid() + " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=4)");
   // fs calls do not use exec slots.
   CallOk("sandbox::fs::stat", P({{"path", "/"}}));
   for (auto& t : sleepers) t.join();
@@ -648,20 +662,21 @@ TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
 
 TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
   // Every field, keep_sandbox: the sandbox stays and its id comes back.
-  json r = CallOk("sandbox::run", {{"image", "base"},
-                                   {"lang", "sh"},
-                                   {"code", "cat /work/in.txt; echo \"$RUN_ENV\"; pwd; cat; ls -l /tmp/run.sh | cut -c1-10"},
-                                   {"files", {{{"path", "/work/in.txt"}, {"content", "sibling\n"}}}},
-                                   {"env", {"RUN_ENV=yes"}},
-                                   {"stdin", Base64("from stdin\n")},
-                                   {"timeout_ms", 60000},
-                                   {"keep_sandbox", true},
-                                   {"network", false},
-                                   {"cpus", 1},
-                                   {"memory_mb", 256},
-                                   {"idle_timeout_secs", 600},
-                                   {"isolation", iso()},
-                                   {"workdir", "/work"}});
+  json r = CallOk("sandbox::run",
+                  {{"image", "base"},
+                   {"lang", "sh"},
+                   {"code", "cat /work/in.txt; echo \"$RUN_ENV\"; pwd; cat; ls -l /tmp/run.sh | cut -c1-10"},
+                   {"files", {{{"path", "/work/in.txt"}, {"content", "sibling\n"}}}},
+                   {"env", {"RUN_ENV=yes"}},
+                   {"stdin", Base64("from stdin\n")},
+                   {"timeout_ms", 60000},
+                   {"keep_sandbox", true},
+                   {"network", false},
+                   {"cpus", 1},
+                   {"memory_mb", 256},
+                   {"idle_timeout_secs", 600},
+                   {"isolation", iso()},
+                   {"workdir", "/work"}});
   EXPECT_EQ(r["stdout"], "sibling\nyes\n/work\nfrom stdin\n-rw-r--r--\n");
   EXPECT_EQ(r["exit_code"], 0);
   ASSERT_TRUE(r.contains("sandbox_id"));
@@ -676,20 +691,27 @@ TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
   }
   EXPECT_TRUE(listed);
   // The env was applied at create too: a later exec sees it.
-  EXPECT_EQ(CallOk("sandbox::exec", {{"sandbox_id", kept}, {"argv", {"sh", "-c", "echo $RUN_ENV"}}})["stdout"], "yes\n");
+  EXPECT_EQ(
+      CallOk("sandbox::exec", {{"sandbox_id", kept}, {"argv", {"sh", "-c", "echo $RUN_ENV"}}})["stdout"],
+      "yes\n");
   CallOk("sandbox::stop", {{"sandbox_id", kept}, {"wait", true}});
 
   // Defaults: no keep (no sandbox_id key, nothing left), a lang that is a
   // program name (file /tmp/run.txt), non-zero exit is a response.
   size_t before = CallOk("sandbox::list", json::object())["sandboxes"].size();
-  r = CallOk("sandbox::run", {{"image", "base"}, {"lang", "cat"}, {"code", "plain text"}, {"isolation", iso()}});
+  r = CallOk("sandbox::run",
+             {{"image", "base"}, {"lang", "cat"}, {"code", "plain text"}, {"isolation", iso()}});
   EXPECT_EQ(r["stdout"], "plain text");
   EXPECT_FALSE(r.contains("sandbox_id"));
   EXPECT_EQ(CallOk("sandbox::list", json::object())["sandboxes"].size(), before);
 
   // Step errors are wrapped; the timeout keeps its partial output.
-  auto e = CallErr("sandbox::run", {{"image", "base"}, {"lang", "bash"}, {"code", "echo half; exec sleep 30"},
-                                    {"timeout_ms", 2500}, {"isolation", iso()}},
+  auto e = CallErr("sandbox::run",
+                   {{"image", "base"},
+                    {"lang", "bash"},
+                    {"code", "echo half; exec sleep 30"},
+                    {"timeout_ms", 2500},
+                    {"isolation", iso()}},
                    "S200");
   EXPECT_THAT(e["message"].get<std::string>(), StartsWith("during sandbox::run step `exec` (sandbox_id="));
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("exec timed out after 2500 ms"));
@@ -699,17 +721,19 @@ TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
   EXPECT_EQ(e["details"]["stdout"], "half\n");
   EXPECT_EQ(CallOk("sandbox::list", json::object())["sandboxes"].size(), before);  // stopped
   e = CallErr("sandbox::run", {{"image", "node"}, {"lang", "sh"}, {"code", "true"}}, "S100");
-  EXPECT_THAT(e["message"].get<std::string>(), StartsWith("during sandbox::run step `create` (sandbox_id=): "));
+  EXPECT_THAT(e["message"].get<std::string>(),
+              StartsWith("during sandbox::run step `create` (sandbox_id=): "));
   EXPECT_EQ(e["fix"]["sandbox_id"], "");
   EXPECT_EQ(e["fix"]["inner_code"], "S100");
   // Request validation is plain S001, before any step.
-  for (json bad : {json{{"lang", "sh"}, {"code", "x"}}, json{{"image", "base"}, {"code", "x"}},
-                   json{{"image", "base"}, {"lang", "sh"}}, json{{"image", "base"}, {"lang", ""}, {"code", "x"}},
-                   json{{"image", "base"}, {"lang", "s h"}, {"code", "x"}},
-                   json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"files", {{{"path", "/a"}}}}},
-                   json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"stdin", "!"}},
-                   json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"keep_sandbox", 1}},
-                   json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"isolation", "vm"}}}) {
+  for (json bad :
+       {json{{"lang", "sh"}, {"code", "x"}}, json{{"image", "base"}, {"code", "x"}},
+        json{{"image", "base"}, {"lang", "sh"}}, json{{"image", "base"}, {"lang", ""}, {"code", "x"}},
+        json{{"image", "base"}, {"lang", "s h"}, {"code", "x"}},
+        json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"files", {{{"path", "/a"}}}}},
+        json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"stdin", "!"}},
+        json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"keep_sandbox", 1}},
+        json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"isolation", "vm"}}}) {
     e = CallErr("sandbox::run", bad, "S001");
     EXPECT_THAT(e["message"].get<std::string>(), StartsWith("invalid request: "));
   }
@@ -721,7 +745,8 @@ TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
 
 TEST_P(FunctionsSuite, FsLs) {
   ExpectDecodeRules("sandbox::fs::ls", {{"path", "/"}}, {"path"});
-  Sh("cd " + dir_ + " && printf hi > b.txt && chmod 0640 b.txt && : > .hidden && mkdir -m 0700 sub && "
+  Sh("cd " + dir_ +
+     " && printf hi > b.txt && chmod 0640 b.txt && : > .hidden && mkdir -m 0700 sub && "
      ": > sub/inner && ln -s sub lnk && ln -s /nowhere broken && ln -s loop loop");
   json ls = CallOk("sandbox::fs::ls", P({{"path", dir_}}));
   std::vector<std::string> names;
@@ -767,10 +792,15 @@ TEST_P(FunctionsSuite, FsLs) {
 
 TEST_P(FunctionsSuite, FsStat) {
   ExpectDecodeRules("sandbox::fs::stat", {{"path", "/"}}, {"path"});
-  Sh("cd " + dir_ + " && printf 12345 > f && chmod 4755 f && mkdir d && ln -s d l && ln -s l2 l1 && ln -s l1 l2");
+  Sh("cd " + dir_ +
+     " && printf 12345 > f && chmod 4755 f && mkdir d && ln -s d l && ln -s l2 l1 && ln -s l1 l2");
   json f = Stat(dir_ + "/f");
-  EXPECT_EQ(f, json({{"name", "f"}, {"is_dir", false}, {"size", 5}, {"mode", "4755"},
-                     {"mtime", f["mtime"]}, {"is_symlink", false}}));
+  EXPECT_EQ(f, json({{"name", "f"},
+                     {"is_dir", false},
+                     {"size", 5},
+                     {"mode", "4755"},
+                     {"mtime", f["mtime"]},
+                     {"is_symlink", false}}));
   EXPECT_EQ(Sh("stat -c %Y " + dir_ + "/f"), std::to_string(f["mtime"].get<int64_t>()) + "\n");
   json d = Stat(dir_ + "/d");
   EXPECT_EQ(d["is_dir"], true);
@@ -805,23 +835,29 @@ TEST_P(FunctionsSuite, FsMkdir) {
   // Defaults: mode 0755, parents false.
   EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/a"}}))["created"], true);
   EXPECT_EQ(Stat(dir_ + "/a")["mode"], "0755");
-  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/m"}, {"mode", "1777"}, {"parents", nullptr}}))["created"], true);
+  EXPECT_EQ(CallOk("sandbox::fs::mkdir",
+                   P({{"path", dir_ + "/m"}, {"mode", "1777"}, {"parents", nullptr}}))["created"],
+            true);
   EXPECT_EQ(Stat(dir_ + "/m")["mode"], "1777");  // exactly, no umask
   CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/z"}, {"mode", "0"}}));
   EXPECT_EQ(Stat(dir_ + "/z")["mode"], "0000");
   CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/s"}, {"mode", "00700"}}));
   EXPECT_EQ(Stat(dir_ + "/s")["mode"], "0700");
   // parents: intermediates 0755, the leaf gets the mode.
-  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/p/q/r"}, {"mode", "711"}, {"parents", true}}))["created"], true);
+  EXPECT_EQ(CallOk("sandbox::fs::mkdir",
+                   P({{"path", dir_ + "/p/q/r"}, {"mode", "711"}, {"parents", true}}))["created"],
+            true);
   EXPECT_EQ(Stat(dir_ + "/p")["mode"], "0755");
   EXPECT_EQ(Stat(dir_ + "/p/q")["mode"], "0755");
   EXPECT_EQ(Stat(dir_ + "/p/q/r")["mode"], "0711");
   // parents:true on anything existing: created false.
-  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/p/q/r"}, {"parents", true}}))["created"], false);
+  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/p/q/r"}, {"parents", true}}))["created"],
+            false);
   Write(dir_ + "/file", "x");
   EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/file"}, {"parents", true}}))["created"], false);
   Sh("ln -s p " + dir_ + "/plink");
-  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/plink/q"}, {"parents", true}}))["created"], false);
+  EXPECT_EQ(CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/plink/q"}, {"parents", true}}))["created"],
+            false);
   // S213: exists (dir, file, link to a dir).
   auto e = CallErr("sandbox::fs::mkdir", P({{"path", dir_ + "/a"}}), "S213");
   EXPECT_EQ(e["message"], "already exists: " + dir_ + "/a");
@@ -832,8 +868,9 @@ TEST_P(FunctionsSuite, FsMkdir) {
   e = CallErr("sandbox::fs::mkdir", req, "S211");
   EXPECT_EQ(e["message"], "parent directory not found: " + dir_ + "/n1");
   EXPECT_EQ(e["fix"], json({{"parents", true}}));
-  EXPECT_EQ(e["fix_note"],
-            "merge fix into the request you sent and send it again; parents: true creates the missing directories");
+  EXPECT_EQ(
+      e["fix_note"],
+      "merge fix into the request you sent and send it again; parents: true creates the missing directories");
   req.update(e["fix"]);
   EXPECT_EQ(CallOk("sandbox::fs::mkdir", req)["created"], true);
   // S212: a component is a file.
@@ -854,7 +891,8 @@ TEST_P(FunctionsSuite, FsWrite) {
   // Body rules, checked before the sandbox lookup.
   json g = {{"sandbox_id", kGhost}, {"path", "/x"}};
   auto e = CallErr("sandbox::fs::write", g, "S001");
-  EXPECT_EQ(e["message"], "invalid request: fs::write needs a body: content (string or channel reference) or content_b64");
+  EXPECT_EQ(e["message"],
+            "invalid request: fs::write needs a body: content (string or channel reference) or content_b64");
   e = CallErr("sandbox::fs::write", With(g, {{"content", nullptr}}), "S001");
   e = CallErr("sandbox::fs::write", With(g, {{"content", "a"}, {"content_b64", "YQ=="}}), "S001");
   EXPECT_EQ(e["message"], "invalid request: fs::write takes content or content_b64, not both");
@@ -878,7 +916,8 @@ TEST_P(FunctionsSuite, FsWrite) {
   EXPECT_EQ(Stat(dir_ + "/z")["mode"], "0000");
   // Binary body via content_b64, with content: null counting as absent.
   std::string bin("\0\x01\xff\xfe binary\n", 12);
-  w = CallOk("sandbox::fs::write", P({{"path", dir_ + "/bin"}, {"content", nullptr}, {"content_b64", Base64(bin)}}));
+  w = CallOk("sandbox::fs::write",
+             P({{"path", dir_ + "/bin"}, {"content", nullptr}, {"content_b64", Base64(bin)}}));
   EXPECT_EQ(w["bytes_written"], 12);
   EXPECT_EQ(Sh("od -An -tx1 " + dir_ + "/bin | tr -d ' \\n'"), "0001fffe2062696e6172790a");
   // Empty body: a 0-byte file.
@@ -889,7 +928,8 @@ TEST_P(FunctionsSuite, FsWrite) {
   // Replacing keeps owner and group, takes the new mode.
   Sh("chown 1234:2345 " + dir_ + "/hello.txt");
   Write(dir_ + "/hello.txt", "new", {{"mode", "0600"}});
-  EXPECT_EQ(Sh("cat " + dir_ + "/hello.txt; echo; stat -c '%u:%g %a' " + dir_ + "/hello.txt"), "new\n1234:2345 600\n");
+  EXPECT_EQ(Sh("cat " + dir_ + "/hello.txt; echo; stat -c '%u:%g %a' " + dir_ + "/hello.txt"),
+            "new\n1234:2345 600\n");
   // A symlink at path is replaced by a regular file; its target is untouched.
   Write(dir_ + "/target", "target");
   Sh("ln -s target " + dir_ + "/link");
@@ -904,15 +944,17 @@ TEST_P(FunctionsSuite, FsWrite) {
   e = CallErr("sandbox::fs::write", P({{"path", dir_ + "/n1/n2/f"}, {"content", "x"}}), "S211");
   EXPECT_EQ(e["message"], "parent directory not found: " + dir_ + "/n1/n2");
   EXPECT_EQ(e["fix"], json({{"parents", true}}));
-  EXPECT_EQ(e["fix_note"],
-            "merge fix into the request you sent and send it again; parents: true creates the missing directories");
+  EXPECT_EQ(
+      e["fix_note"],
+      "merge fix into the request you sent and send it again; parents: true creates the missing directories");
   Write(dir_ + "/n1/n2/f", "deep", {{"parents", true}});
   EXPECT_EQ(Stat(dir_ + "/n1")["mode"], "0755");
   EXPECT_EQ(Stat(dir_ + "/n1/n2")["mode"], "0755");
   // S212: onto a directory, or through a file.
   CallErr("sandbox::fs::write", P({{"path", dir_ + "/real"}, {"content", "x"}}), "S212");
   CallErr("sandbox::fs::write", P({{"path", dir_ + "/target/x"}, {"content", "x"}}), "S212");
-  CallErr("sandbox::fs::write", P({{"path", dir_ + "/target/x"}, {"content", "x"}, {"parents", true}}), "S212");
+  CallErr("sandbox::fs::write", P({{"path", dir_ + "/target/x"}, {"content", "x"}, {"parents", true}}),
+          "S212");
   // S215: read-only /sys. S216: name too long. Failures leave no temp file.
   CallErr("sandbox::fs::write", P({{"path", "/sys/skiff-suite"}, {"content", "x"}}), "S215");
   CallErr("sandbox::fs::write", P({{"path", TooLong(dir_)}, {"content", "x"}}), "S216");
@@ -931,11 +973,13 @@ TEST_P(FunctionsSuite, FsWrite) {
     ws.Close();
     ws.Recv(5000);
   });
-  w = CallOk("sandbox::fs::write", P({{"path", dir_ + "/streamed"}, {"content", pair["reader"]}, {"mode", "0640"}}));
+  w = CallOk("sandbox::fs::write",
+             P({{"path", dir_ + "/streamed"}, {"content", pair["reader"]}, {"mode", "0640"}}));
   writer.join();
   EXPECT_EQ(w["bytes_written"], 5000);
   EXPECT_EQ(Sh("md5sum < " + dir_ + "/streamed | cut -c1-32; stat -c %a " + dir_ + "/streamed"),
-            Sh("for c in a b c d e; do head -c 1000 /dev/zero | tr '\\0' $c; done | md5sum | cut -c1-32; echo 640"));
+            Sh("for c in a b c d e; do head -c 1000 /dev/zero | tr '\\0' $c; done | md5sum | cut -c1-32; "
+               "echo 640"));
   // A stalled stream: S218 after 5 s, the target untouched, no temp file.
   Write(dir_ + "/stall", "original");
   pair = d().Call("engine::channels::create", json::object()).Json();
@@ -998,12 +1042,14 @@ TEST_P(FunctionsSuite, FsRead) {
   EXPECT_EQ(r["body"], "");
   EXPECT_EQ(r["size"], 0);
   // Not UTF-8: no body key, bytes via the channel.
-  CallOk("sandbox::fs::write", P({{"path", dir_ + "/bin"}, {"content_b64", Base64(std::string("\xff\x00\x01", 3))}}));
+  CallOk("sandbox::fs::write",
+         P({{"path", dir_ + "/bin"}, {"content_b64", Base64(std::string("\xff\x00\x01", 3))}}));
   r = CallOk("sandbox::fs::read", P({{"path", dir_ + "/bin"}}));
   EXPECT_FALSE(r.contains("body"));
   EXPECT_EQ(drain(r["content"]), std::string("\xff\x00\x01", 3));
   // The 1 MiB boundary: one byte under has a body; exactly 1 MiB has none.
-  Sh("cd " + dir_ + " && head -c 1048575 /dev/zero | tr '\\0' a > under && head -c 1048576 /dev/zero | tr '\\0' b > at");
+  Sh("cd " + dir_ +
+     " && head -c 1048575 /dev/zero | tr '\\0' a > under && head -c 1048576 /dev/zero | tr '\\0' b > at");
   r = CallOk("sandbox::fs::read", P({{"path", dir_ + "/under"}}));
   EXPECT_EQ(r["body"].get<std::string>().size(), 1048575u);
   r = CallOk("sandbox::fs::read", P({{"path", dir_ + "/at"}}));
@@ -1033,7 +1079,8 @@ TEST_P(FunctionsSuite, FsRead) {
 TEST_P(FunctionsSuite, FsRm) {
   ExpectDecodeRules("sandbox::fs::rm", {{"path", "/x"}}, {"path"});
   ExpectBoolField("sandbox::fs::rm", {{"path", "/x"}}, "recursive");
-  Sh("cd " + dir_ + " && : > f && mkdir empty && mkdir -p tree/a/b && : > tree/a/b/f && : > tree/x && "
+  Sh("cd " + dir_ +
+     " && : > f && mkdir empty && mkdir -p tree/a/b && : > tree/a/b/f && : > tree/x && "
      "mkdir keep && : > keep/k && ln -s keep dlink && ln -s /nowhere broken && mkfifo fifo");
   EXPECT_EQ(CallOk("sandbox::fs::rm", P({{"path", dir_ + "/f"}}))["removed"], true);
   CallOk("sandbox::fs::rm", P({{"path", dir_ + "/empty"}}));  // recursive default false, empty dir
@@ -1041,8 +1088,9 @@ TEST_P(FunctionsSuite, FsRm) {
   auto e = CallErr("sandbox::fs::rm", P({{"path", dir_ + "/tree"}}), "S214");
   EXPECT_EQ(e["message"], "directory not empty: " + dir_ + "/tree");
   CallErr("sandbox::fs::rm", P({{"path", dir_ + "/tree"}, {"recursive", nullptr}}), "S214");
-  EXPECT_EQ(Sh("find " + dir_ + "/tree | sort"),
-            dir_ + "/tree\n" + dir_ + "/tree/a\n" + dir_ + "/tree/a/b\n" + dir_ + "/tree/a/b/f\n" + dir_ + "/tree/x\n");
+  EXPECT_EQ(Sh("find " + dir_ + "/tree | sort"), dir_ + "/tree\n" + dir_ + "/tree/a\n" + dir_ +
+                                                     "/tree/a/b\n" + dir_ + "/tree/a/b/f\n" + dir_ +
+                                                     "/tree/x\n");
   CallOk("sandbox::fs::rm", P({{"path", dir_ + "/tree"}, {"recursive", true}}));
   // A link to a directory: the link goes, the target stays (even recursive).
   CallOk("sandbox::fs::rm", P({{"path", dir_ + "/dlink"}, {"recursive", true}}));
@@ -1073,7 +1121,8 @@ TEST_P(FunctionsSuite, FsChmod) {
     auto e = CallErr("sandbox::fs::chmod", With(g, {{"mode", bad}}), "S210");
     EXPECT_EQ(e["message"], std::string("invalid octal mode: ") + bad);
   }
-  Sh("cd " + dir_ + " && mkdir -p t/s && : > t/f && : > t/s/g && ln -s f t/flink && : > other && ln -s other olink && "
+  Sh("cd " + dir_ +
+     " && mkdir -p t/s && : > t/f && : > t/s/g && ln -s f t/flink && : > other && ln -s other olink && "
      "ln -s t tlink && chmod 0600 other");
   // Non-recursive (the default): updated 1; uid/gid absent = unchanged.
   json r = CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/t"}, {"mode", "0750"}}));
@@ -1082,7 +1131,8 @@ TEST_P(FunctionsSuite, FsChmod) {
   // uid and gid, separately and together.
   CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/t/f"}, {"mode", "0640"}, {"uid", 1000}}));
   EXPECT_EQ(Sh("stat -c '%a %u %g' " + dir_ + "/t/f"), "640 1000 0\n");
-  CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/t/f"}, {"mode", "0640"}, {"gid", 2000}, {"uid", nullptr}}));
+  CallOk("sandbox::fs::chmod",
+         P({{"path", dir_ + "/t/f"}, {"mode", "0640"}, {"gid", 2000}, {"uid", nullptr}}));
   EXPECT_EQ(Sh("stat -c '%a %u %g' " + dir_ + "/t/f"), "640 1000 2000\n");
   CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/t/f"}, {"mode", "4755"}, {"uid", 0}, {"gid", 0}}));
   EXPECT_EQ(Sh("stat -c '%a %u %g' " + dir_ + "/t/f"), "4755 0 0\n");
@@ -1091,7 +1141,8 @@ TEST_P(FunctionsSuite, FsChmod) {
   EXPECT_EQ(Sh("cd " + dir_ + " && stat -c %a other"), "444\n");
   EXPECT_EQ(Stat(dir_ + "/olink")["is_symlink"], true);
   // Recursive: root included, links inside skipped; a linked root is followed.
-  r = CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/tlink"}, {"mode", "0700"}, {"recursive", true}, {"uid", 7}}));
+  r = CallOk("sandbox::fs::chmod",
+             P({{"path", dir_ + "/tlink"}, {"mode", "0700"}, {"recursive", true}, {"uid", 7}}));
   EXPECT_EQ(r["updated"], 4);  // t, t/f, t/s, t/s/g
   EXPECT_EQ(Sh("cd " + dir_ + " && stat -c '%n %a %u' t t/f t/s t/s/g other"),
             "t 700 7\nt/f 700 7\nt/s 700 7\nt/s/g 700 7\nother 444 0\n");
@@ -1112,7 +1163,8 @@ TEST_P(FunctionsSuite, FsMv) {
   ExpectDecodeRules("sandbox::fs::mv", {{"src", "/a"}, {"dst", "/b"}}, {"src", "dst"});
   ExpectBoolField("sandbox::fs::mv", {{"src", "/a"}, {"dst", "/b"}}, "overwrite");
   const std::string& t = dir_;
-  Sh("cd " + t + " && printf A > a && printf B > b && mkdir -p d1/in e1 full/x && printf C > d1/in/c && "
+  Sh("cd " + t +
+     " && printf A > a && printf B > b && mkdir -p d1/in e1 full/x && printf C > d1/in/c && "
      "chmod 0701 d1/in && ln -s /nowhere broken && ln -s /nowhere2 dstlink");
   auto mv = [&](const std::string& s, const std::string& dd, json extra = json::object()) {
     extra["src"] = s;
@@ -1140,8 +1192,10 @@ TEST_P(FunctionsSuite, FsMv) {
   // modes, owners and links, then src is gone.
   Sh("chown -R 55:66 " + t + "/e1 && ln -s in/c " + t + "/e1/clink");
   CallOk("sandbox::fs::mv", mv(t + "/e1", odir_ + "/moved"));
-  EXPECT_EQ(Sh("cd " + odir_ + "/moved && stat -c '%n %a %u:%g' in in/c && readlink clink && cat clink && test ! -e " + t + "/e1"),
-            "in 701 55:66\nin/c 644 55:66\nin/c\nC");
+  EXPECT_EQ(
+      Sh("cd " + odir_ +
+         "/moved && stat -c '%n %a %u:%g' in in/c && readlink clink && cat clink && test ! -e " + t + "/e1"),
+      "in 701 55:66\nin/c 644 55:66\nin/c\nC");
   CallErr("sandbox::fs::mv", mv(odir_ + "/moved", t + "/full", {{"overwrite", true}}), "S214");
   Write(t + "/exists", "x");
   CallErr("sandbox::fs::mv", mv(odir_ + "/moved", t + "/exists"), "S213");
@@ -1166,7 +1220,8 @@ TEST_P(FunctionsSuite, FsMv) {
 
 TEST_P(FunctionsSuite, FsGrep) {
   ExpectDecodeRules("sandbox::fs::grep", {{"path", "/x"}, {"pattern", "p"}}, {"path"}, {"pattern"});
-  for (const char* f : {"recursive", "ignore_case"}) ExpectBoolField("sandbox::fs::grep", {{"path", "/x"}, {"pattern", "p"}}, f);
+  for (const char* f : {"recursive", "ignore_case"})
+    ExpectBoolField("sandbox::fs::grep", {{"path", "/x"}, {"pattern", "p"}}, f);
   json g = {{"sandbox_id", kGhost}, {"path", "/x"}, {"pattern", "p"}};
   CallErr("sandbox::fs::grep", With(g, {{"max_matches", -1}}), "S001");
   CallErr("sandbox::fs::grep", With(g, {{"max_line_bytes", -1}}), "S001");
@@ -1177,7 +1232,8 @@ TEST_P(FunctionsSuite, FsGrep) {
   CallErr("sandbox::fs::grep", With(g, {{"pattern", "(?<=x)y"}}), "S217");  // not RE2
 
   const std::string& t = dir_;
-  Sh("cd " + t + " && mkdir -p src/deep/er docs && "
+  Sh("cd " + t +
+     " && mkdir -p src/deep/er docs && "
      "printf 'one TODO\\nTwo todo\\r\\nthree\\n' > src/a.py && "
      "printf 'x\\nTODO deep\\n' > src/deep/er/b.py && "
      "printf 'TODO in txt\\n' > docs/c.txt && "
@@ -1192,14 +1248,15 @@ TEST_P(FunctionsSuite, FsGrep) {
   };
   auto paths = [](const json& r) {
     std::vector<std::string> v;
-    for (const auto& m : r["matches"]) v.push_back(m["path"].get<std::string>() + ":" + std::to_string(m["line"].get<int>()));
+    for (const auto& m : r["matches"])
+      v.push_back(m["path"].get<std::string>() + ":" + std::to_string(m["line"].get<int>()));
     return v;
   };
   // Defaults: recursive, case-sensitive, walk order, links not followed,
   // binary and non-UTF-8 lines skipped, fifo not opened.
   json r = grep({});
-  EXPECT_EQ(paths(r), (std::vector<std::string>{t + "/docs/c.txt:1", t + "/src/a.py:1", t + "/src/deep/er/b.py:2",
-                                               t + "/src/latin.py:2"}));
+  EXPECT_EQ(paths(r), (std::vector<std::string>{t + "/docs/c.txt:1", t + "/src/a.py:1",
+                                                t + "/src/deep/er/b.py:2", t + "/src/latin.py:2"}));
   EXPECT_EQ(r["truncated"], false);
   EXPECT_EQ(r["matches"][1]["content"], "one TODO");
   EXPECT_EQ(r["matches"][1]["byte_offset"], 4);
@@ -1214,19 +1271,22 @@ TEST_P(FunctionsSuite, FsGrep) {
   EXPECT_EQ(r["matches"].size(), 0u);
   // recursive:false with a directory root.
   e = CallErr("sandbox::fs::grep", P({{"path", t}, {"pattern", "x"}, {"recursive", false}}), "S210");
-  EXPECT_EQ(e["message"], "recursive is false but " + t + " is a directory; pass a file, or set recursive to true");
+  EXPECT_EQ(e["message"],
+            "recursive is false but " + t + " is a directory; pass a file, or set recursive to true");
   // Globs: basename at any depth, path patterns, **, excludes.
   EXPECT_EQ(paths(grep({{"include_glob", {"*.py"}}})),
             (std::vector<std::string>{t + "/src/a.py:1", t + "/src/deep/er/b.py:2", t + "/src/latin.py:2"}));
   EXPECT_EQ(paths(grep({{"include_glob", {"src/*.py"}}})),
             (std::vector<std::string>{t + "/src/a.py:1", t + "/src/latin.py:2"}));
-  EXPECT_EQ(paths(grep({{"include_glob", {"src/**/b.py"}}})), (std::vector<std::string>{t + "/src/deep/er/b.py:2"}));
+  EXPECT_EQ(paths(grep({{"include_glob", {"src/**/b.py"}}})),
+            (std::vector<std::string>{t + "/src/deep/er/b.py:2"}));
   EXPECT_EQ(paths(grep({{"include_glob", {"**"}}, {"exclude_glob", {"*.py"}}})),
             (std::vector<std::string>{t + "/docs/c.txt:1"}));
   EXPECT_EQ(paths(grep({{"exclude_glob", {"deep", "l?tin.py", "docs/**"}}})),
             (std::vector<std::string>{t + "/src/a.py:1", t + "/src/deep/er/b.py:2"}));
   // A root that links to a directory is walked (paths keep the given root).
-  EXPECT_EQ(paths(grep({{"path", t + "/src/docslink"}})), (std::vector<std::string>{t + "/src/docslink/c.txt:1"}));
+  EXPECT_EQ(paths(grep({{"path", t + "/src/docslink"}})),
+            (std::vector<std::string>{t + "/src/docslink/c.txt:1"}));
   // max_matches: default 10 000, explicit, 0 = unlimited.
   Sh("seq 1 10001 | sed 's/^/hit /' > " + odir_ + "/many");
   r = grep({{"path", odir_ + "/many"}, {"pattern", "hit"}});
@@ -1242,7 +1302,9 @@ TEST_P(FunctionsSuite, FsGrep) {
   EXPECT_EQ(r["matches"].size(), 2u);
   EXPECT_EQ(r["truncated"], true);
   // max_line_bytes: default 4096, cut at a UTF-8 boundary with …; 0 = no cut.
-  Sh("{ printf 'TODO'; head -c 5000 /dev/zero | tr '\\0' x; echo; printf 'TODO\\303\\251\\303\\251\\n'; } > " + t + "/long");
+  Sh("{ printf 'TODO'; head -c 5000 /dev/zero | tr '\\0' x; echo; printf 'TODO\\303\\251\\303\\251\\n'; } "
+     "> " +
+     t + "/long");
   r = grep({{"path", t + "/long"}});
   EXPECT_EQ(r["matches"][0]["content"], "TODO" + std::string(4092, 'x') + "…");
   EXPECT_EQ(r["matches"][1]["content"], "TODOéé");
@@ -1262,7 +1324,8 @@ TEST_P(FunctionsSuite, FsGrep) {
 // ======================================================================
 
 TEST_P(FunctionsSuite, FsSed) {
-  ExpectDecodeRules("sandbox::fs::sed", {{"path", "/x"}, {"pattern", "p"}, {"replacement", "r"}}, {}, {"pattern", "replacement"});
+  ExpectDecodeRules("sandbox::fs::sed", {{"path", "/x"}, {"pattern", "p"}, {"replacement", "r"}}, {},
+                    {"pattern", "replacement"});
   json g = {{"sandbox_id", kGhost}, {"pattern", "p"}, {"replacement", "r"}};
   for (const char* f : {"recursive", "regex", "first_only", "ignore_case"}) {
     ExpectBoolField("sandbox::fs::sed", With(g, {{"path", "/x"}}), f);
@@ -1280,7 +1343,8 @@ TEST_P(FunctionsSuite, FsSed) {
   CallErr("sandbox::fs::sed", With(g, {{"path", ""}}), "S001");
 
   const std::string& t = dir_;
-  Sh("cd " + t + " && mkdir -p w/sub && printf 'foo bar foo\\nFOO\\r\\nnone\\n' > w/a.txt && "
+  Sh("cd " + t +
+     " && mkdir -p w/sub && printf 'foo bar foo\\nFOO\\r\\nnone\\n' > w/a.txt && "
      "printf 'foo\\n' > w/sub/b.txt && printf 'nothing\\n' > w/c.txt && printf 'foo \\377\\n' > w/bad.txt && "
      "chmod 0640 w/a.txt && chown 12:34 w/a.txt && ln -s a.txt w/alink");
   auto sed = [&](json extra) {
@@ -1302,21 +1366,27 @@ TEST_P(FunctionsSuite, FsSed) {
   EXPECT_EQ(r["results"][2], json({{"path", t + "/w/c.txt"}, {"replacements", 0}, {"success", true}}));
   EXPECT_EQ(r["results"][3], json({{"path", t + "/w/sub/b.txt"}, {"replacements", 1}, {"success", true}}));
   // Terminators kept; mode and owner kept; a zero-replacement file untouched.
-  EXPECT_EQ(Sh("cd " + t + "/w && cat -A a.txt && stat -c '%a %u:%g' a.txt"), "X bar X$\nFOO^M$\nnone$\n640 12:34\n");
+  EXPECT_EQ(Sh("cd " + t + "/w && cat -A a.txt && stat -c '%a %u:%g' a.txt"),
+            "X bar X$\nFOO^M$\nnone$\n640 12:34\n");
   EXPECT_EQ(Sh("stat -c '%i %Y' " + t + "/w/c.txt"), inode_c);
   // ignore_case, first_only (per file), recursive:false on a dir.
-  r = sed({{"path", t + "/w/a.txt"}, {"pattern", "(?:x|foo)"}, {"ignore_case", true}, {"first_only", true},
+  r = sed({{"path", t + "/w/a.txt"},
+           {"pattern", "(?:x|foo)"},
+           {"ignore_case", true},
+           {"first_only", true},
            {"replacement", "y"}});
   EXPECT_EQ(r["total_replacements"], 1);
   EXPECT_EQ(Sh("head -1 " + t + "/w/a.txt"), "y bar X\n");
-  e = CallErr("sandbox::fs::sed", P({{"path", t + "/w"}, {"pattern", "x"}, {"replacement", ""}, {"recursive", false}}),
-              "S210");
-  EXPECT_EQ(e["message"], "recursive is false but " + t + "/w is a directory; pass a file, or set recursive to true");
+  e = CallErr("sandbox::fs::sed",
+              P({{"path", t + "/w"}, {"pattern", "x"}, {"replacement", ""}, {"recursive", false}}), "S210");
+  EXPECT_EQ(e["message"],
+            "recursive is false but " + t + "/w is a directory; pass a file, or set recursive to true");
   r = sed({{"path", t + "/w/a.txt"}, {"pattern", "FOO"}, {"recursive", false}});
   EXPECT_EQ(r["total_replacements"], 1);
   // Replacement expansion: $1, ${1}, $name, ${name}, $$, unknown group, bare $.
   Write(t + "/exp", "key=value\n");
-  sed({{"files", {t + "/exp"}}, {"pattern", "(?P<k>\\w+)=(\\w+)"},
+  sed({{"files", {t + "/exp"}},
+       {"pattern", "(?P<k>\\w+)=(\\w+)"},
        {"replacement", "$2${1}x $k ${k}_ $$ [$9] $-"}});
   EXPECT_EQ(Sh("cat " + t + "/exp"), "valuekeyx key key_ $ [] $-\n");
   // Literal mode: metacharacters are text, the replacement is verbatim.
@@ -1334,8 +1404,10 @@ TEST_P(FunctionsSuite, FsSed) {
   r = sed({{"files", {t + "/w/c.txt", t + "/missing", t + "/w/alink"}}, {"pattern", "bar"}});
   ASSERT_EQ(r["results"].size(), 3u);
   EXPECT_EQ(r["results"][0]["replacements"], 0);
-  EXPECT_EQ(r["results"][1],
-            json({{"path", t + "/missing"}, {"replacements", 0}, {"success", false}, {"error", "file not found: " + t + "/missing"}}));
+  EXPECT_EQ(r["results"][1], json({{"path", t + "/missing"},
+                                   {"replacements", 0},
+                                   {"success", false},
+                                   {"error", "file not found: " + t + "/missing"}}));
   EXPECT_EQ(r["results"][2]["replacements"], 1);
   EXPECT_EQ(r["total_replacements"], 1);
   EXPECT_EQ(Stat(t + "/w/alink")["is_symlink"], true);
@@ -1380,7 +1452,8 @@ TEST_P(FunctionsSuite, EscapeWriteThroughSymlinkToRoot) {
   EXPECT_EQ(Sh("test ! -e /etc/" + name + "-2 && echo ok"), "ok\n");
   // The same through fs::mkdir and fs::mv.
   CallOk("sandbox::fs::mkdir", P({{"path", dir_ + "/l/etc/" + name + ".d"}}));
-  CallOk("sandbox::fs::mv", P({{"src", dir_ + "/l/etc/" + name}, {"dst", dir_ + "/l/etc/" + name + ".moved"}}));
+  CallOk("sandbox::fs::mv",
+         P({{"src", dir_ + "/l/etc/" + name}, {"dst", dir_ + "/l/etc/" + name + ".moved"}}));
   EXPECT_FALSE(std::filesystem::exists("/etc/" + name + ".d"));
   EXPECT_FALSE(std::filesystem::exists("/etc/" + name + ".moved"));
   Sh("rm -rf /etc/" + name + "* " + Canary().dir);
@@ -1391,8 +1464,9 @@ TEST_P(FunctionsSuite, EscapeReadDotDotShadow) {
   const std::string marker = "sandbox-shadow-" + RandomTag() + "\n";
   Write("/etc/shadow", marker, {{"mode", "0640"}});
   Sh("ln -s ../../../../../../etc/shadow " + dir_ + "/sh");
-  for (const std::string& p : {std::string("../../../../etc/shadow"), std::string("/tmp/../../../../etc/shadow"),
-                               dir_ + "/../../../../../etc/shadow", dir_ + "/sh"}) {
+  for (const std::string& p :
+       {std::string("../../../../etc/shadow"), std::string("/tmp/../../../../etc/shadow"),
+        dir_ + "/../../../../../etc/shadow", dir_ + "/sh"}) {
     json r = CallOk("sandbox::fs::read", P({{"path", p}}));
     EXPECT_EQ(r["body"], marker) << p;
     EXPECT_NE(r.value("body", ""), host_shadow) << p;
@@ -1428,11 +1502,14 @@ TEST_P(FunctionsSuite, EscapeMvDirectoryContainingRootSymlink) {
 }
 
 TEST_P(FunctionsSuite, EscapeChmodRecursiveOverAgentSymlink) {
-  Sh("mkdir -p " + dir_ + "/t/s && cd " + dir_ + "/t && : > a && : > s/b && ln -s /proc/1/exe agent && "
-     "ln -s " + Canary().agent + " hostagent && ln -s / root && ln -s " + Canary().file + " canary");
+  Sh("mkdir -p " + dir_ + "/t/s && cd " + dir_ +
+     "/t && : > a && : > s/b && ln -s /proc/1/exe agent && "
+     "ln -s " +
+     Canary().agent + " hostagent && ln -s / root && ln -s " + Canary().file + " canary");
   std::string inside = "stat -L -c %a /proc/1/exe; stat -c %a /etc /usr/bin/env /etc/passwd";
   std::string before = Sh(inside);
-  json r = CallOk("sandbox::fs::chmod", P({{"path", dir_ + "/t"}, {"mode", "0777"}, {"recursive", true}, {"uid", 4242}}));
+  json r = CallOk("sandbox::fs::chmod",
+                  P({{"path", dir_ + "/t"}, {"mode", "0777"}, {"recursive", true}, {"uid", 4242}}));
   EXPECT_EQ(r["updated"], 4);  // t, a, s, s/b: no link, no link target
   EXPECT_EQ(Sh(inside), before);
   EXPECT_EQ(Sh("cd " + dir_ + "/t && stat -c '%a %u' a s s/b"), "777 4242\n777 4242\n777 4242\n");
@@ -1440,8 +1517,8 @@ TEST_P(FunctionsSuite, EscapeChmodRecursiveOverAgentSymlink) {
   // Non-recursive follows the link; to /proc/1/exe that is the sandbox's own
   // agent (inside the VM), or, in a jail, a host file the sandbox's root
   // does not own: refused. Either way the host binary keeps its mode.
-  CallAny("sandbox::fs::chmod", P({{"path", dir_ + "/t/agent"}, {"mode", before.substr(0, before.find('\n'))}}),
-          {"S215", "S211"});
+  CallAny("sandbox::fs::chmod",
+          P({{"path", dir_ + "/t/agent"}, {"mode", before.substr(0, before.find('\n'))}}), {"S215", "S211"});
   CallAny("sandbox::fs::chmod", P({{"path", dir_ + "/t/hostagent"}, {"mode", "0700"}}), {"S211"});
   CallAny("sandbox::fs::chmod", P({{"path", dir_ + "/t/canary"}, {"mode", "0777"}}), {"S211"});
 }
@@ -1455,11 +1532,13 @@ TEST_P(FunctionsSuite, EscapeSymlinkSwappedBetweenCheckAndUse) {
   json swapper;
   std::thread t([&] {
     swapper = CallOk("sandbox::exec",
-                     P({{"argv", {"bash", "-c",
-                                  "cd " + dir_ + "/race; end=$((SECONDS+6)); n=0; while [ $SECONDS -lt $end ]; do "
-                                  "rm -rf d; mkdir d; printf needle > d/f; mv -T d d.tmp 2>/dev/null; "
-                                  "ln -s / d; sleep 0.01; rm -f d; mv -T d.tmp d 2>/dev/null; n=$((n+1)); done; "
-                                  "echo $n"}},
+                     P({{"argv",
+                         {"bash", "-c",
+                          "cd " + dir_ +
+                              "/race; end=$((SECONDS+6)); n=0; while [ $SECONDS -lt $end ]; do "
+                              "rm -rf d; mkdir d; printf needle > d/f; mv -T d d.tmp 2>/dev/null; "
+                              "ln -s / d; sleep 0.01; rm -f d; mv -T d.tmp d 2>/dev/null; n=$((n+1)); done; "
+                              "echo $n"}},
                         {"timeout_ms", 60000}}));
     done = true;
   });
@@ -1468,15 +1547,18 @@ TEST_P(FunctionsSuite, EscapeSymlinkSwappedBetweenCheckAndUse) {
   const std::string rd = dir_ + "/race";
   while (!done) {
     ++rounds;
-    CallAny("sandbox::fs::chmod", P({{"path", rd}, {"mode", "0700"}, {"recursive", true}, {"uid", 99}}), fs_codes);
+    CallAny("sandbox::fs::chmod", P({{"path", rd}, {"mode", "0700"}, {"recursive", true}, {"uid", 99}}),
+            fs_codes);
     json g = CallAny("sandbox::fs::grep", P({{"path", rd}, {"pattern", "needle|root:"}}), fs_codes);
     for (const auto& m : g.value("matches", json::array())) {
       EXPECT_THAT(m["path"].get<std::string>(), ::testing::AnyOf(rd + "/d/f", rd + "/d.tmp/f")) << m.dump();
     }
-    json s = CallAny("sandbox::fs::sed", P({{"path", rd}, {"pattern", "root:"}, {"replacement", "pwned:"}}), fs_codes);
+    json s = CallAny("sandbox::fs::sed", P({{"path", rd}, {"pattern", "root:"}, {"replacement", "pwned:"}}),
+                     fs_codes);
     EXPECT_EQ(s.value("total_replacements", 0), 0) << s.dump();
     CallAny("sandbox::fs::write", P({{"path", rd + "/d/w"}, {"content", "w"}}), fs_codes);
-    CallAny("sandbox::fs::mv", P({{"src", rd + "/d"}, {"dst", odir_ + "/m" + std::to_string(rounds)}}), fs_codes);
+    CallAny("sandbox::fs::mv", P({{"src", rd + "/d"}, {"dst", odir_ + "/m" + std::to_string(rounds)}}),
+            fs_codes);
     CallAny("sandbox::fs::rm", P({{"path", rd + "/d"}, {"recursive", true}}), fs_codes);
     CallAny("sandbox::fs::rm", P({{"path", rd + "/d.tmp"}, {"recursive", true}}), fs_codes);
   }
@@ -1500,18 +1582,24 @@ TEST_P(FunctionsSuite, EscapeSymlinkSwappedBetweenCheckAndUse) {
 }
 
 TEST_P(FunctionsSuite, GrepOnSymlinkLoopTerminates) {
-  Sh("cd " + dir_ + " && mkdir -p g/sub && printf 'needle\\n' > g/f && ln -s . g/self && ln -s .. g/up && "
-     "ln -s " + dir_ + "/g g/abs && ln -s ../../g g/sub/back && ln -s / g/root && ln -s l2 g/l1 && ln -s l1 g/l2 && "
+  Sh("cd " + dir_ +
+     " && mkdir -p g/sub && printf 'needle\\n' > g/f && ln -s . g/self && ln -s .. g/up && "
+     "ln -s " +
+     dir_ +
+     "/g g/abs && ln -s ../../g g/sub/back && ln -s / g/root && ln -s l2 g/l1 && ln -s l1 g/l2 && "
      "ln -s g gl");
   auto t0 = Clock::now();
   json r = CallOk("sandbox::fs::grep", P({{"path", dir_ + "/g"}, {"pattern", "needle"}}));
-  EXPECT_EQ(r["matches"], json::array({{{"path", dir_ + "/g/f"}, {"line", 1}, {"content", "needle"}, {"byte_offset", 0}}}));
+  EXPECT_EQ(r["matches"],
+            json::array({{{"path", dir_ + "/g/f"}, {"line", 1}, {"content", "needle"}, {"byte_offset", 0}}}));
   r = CallOk("sandbox::fs::grep", P({{"path", dir_ + "/gl"}, {"pattern", "needle"}}));
   ASSERT_EQ(r["matches"].size(), 1u);
   EXPECT_EQ(r["matches"][0]["path"], dir_ + "/gl/f");
-  r = CallOk("sandbox::fs::grep", P({{"path", dir_ + "/g/self"}, {"pattern", "needle"}, {"include_glob", {"**"}}}));
+  r = CallOk("sandbox::fs::grep",
+             P({{"path", dir_ + "/g/self"}, {"pattern", "needle"}, {"include_glob", {"**"}}}));
   EXPECT_EQ(r["matches"].size(), 1u);
-  json s = CallOk("sandbox::fs::sed", P({{"path", dir_ + "/gl"}, {"pattern", "needle"}, {"replacement", "pin"}}));
+  json s =
+      CallOk("sandbox::fs::sed", P({{"path", dir_ + "/gl"}, {"pattern", "needle"}, {"replacement", "pin"}}));
   EXPECT_EQ(s["total_replacements"], 1);
   CallErr("sandbox::fs::grep", P({{"path", dir_ + "/g/l1"}, {"pattern", "x"}}), "S216");
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
@@ -1521,17 +1609,23 @@ TEST_P(FunctionsSuite, SedInvalidRegexIsS217AndRewritesNothing) {
   Write(dir_ + "/s/a.txt", "a(b\n", {{"parents", true}});
   Write(dir_ + "/s/b.txt", "(((\n");
   std::string before = Sh("cd " + dir_ + "/s && stat -c '%n %i %Y %s' a.txt b.txt && ls -A");
-  for (const std::string& pat : {std::string("("), std::string("a(b"), std::string("x{2,1}"), std::string("\\")}) {
-    auto e = CallErr("sandbox::fs::sed", P({{"path", dir_ + "/s"}, {"pattern", pat}, {"replacement", "Z"}}), "S217");
+  for (const std::string& pat :
+       {std::string("("), std::string("a(b"), std::string("x{2,1}"), std::string("\\")}) {
+    auto e = CallErr("sandbox::fs::sed", P({{"path", dir_ + "/s"}, {"pattern", pat}, {"replacement", "Z"}}),
+                     "S217");
     EXPECT_THAT(e["message"].get<std::string>(), StartsWith("invalid regex pattern: "));
-    CallErr("sandbox::fs::sed", P({{"files", {dir_ + "/s/a.txt", dir_ + "/s/b.txt"}}, {"pattern", pat}, {"replacement", "Z"}}),
+    CallErr("sandbox::fs::sed",
+            P({{"files", {dir_ + "/s/a.txt", dir_ + "/s/b.txt"}}, {"pattern", pat}, {"replacement", "Z"}}),
             "S217");
-    CallErr("sandbox::fs::sed", P({{"path", dir_ + "/s"}, {"pattern", pat}, {"replacement", "Z"}, {"ignore_case", true}}), "S217");
+    CallErr("sandbox::fs::sed",
+            P({{"path", dir_ + "/s"}, {"pattern", pat}, {"replacement", "Z"}, {"ignore_case", true}}),
+            "S217");
   }
   EXPECT_EQ(Sh("cd " + dir_ + "/s && stat -c '%n %i %Y %s' a.txt b.txt && ls -A"), before);
   EXPECT_EQ(Sh("cat " + dir_ + "/s/a.txt " + dir_ + "/s/b.txt"), "a(b\n(((\n");
   // The same text as a literal is fine.
-  json r = CallOk("sandbox::fs::sed", P({{"path", dir_ + "/s"}, {"pattern", "("}, {"replacement", "Z"}, {"regex", false}}));
+  json r = CallOk("sandbox::fs::sed",
+                  P({{"path", dir_ + "/s"}, {"pattern", "("}, {"replacement", "Z"}, {"regex", false}}));
   EXPECT_EQ(r["total_replacements"], 4);
 }
 

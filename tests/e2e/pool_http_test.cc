@@ -2,12 +2,11 @@
 // ready count, hits and misses and times pooled creates apart; pooled
 // sandboxes stay out of sandbox::list; SIGTERM tears every one down.
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <regex>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "daemon_harness.h"
 

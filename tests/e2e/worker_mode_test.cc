@@ -9,10 +9,10 @@
 // invocation_id; engine loss → /healthz engine_disconnected → retries every
 // 2 s → reattach + re-registration, sandboxes kept; and exit status 3 when
 // the engine rejects the registration.
-#include <set>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "daemon_harness.h"
 #include "engine_double.h"
@@ -31,10 +31,10 @@ const char* kConfig =
     "default_idle_timeout_secs: 600\n";
 
 const std::set<std::string> kSandboxFunctions = {
-    "sandbox::catalog::list", "sandbox::create",   "sandbox::exec",     "sandbox::fs::chmod",
-    "sandbox::fs::grep",      "sandbox::fs::ls",   "sandbox::fs::mkdir", "sandbox::fs::mv",
-    "sandbox::fs::read",      "sandbox::fs::rm",   "sandbox::fs::sed",   "sandbox::fs::stat",
-    "sandbox::fs::write",     "sandbox::list",     "sandbox::run",       "sandbox::stop"};
+    "sandbox::catalog::list", "sandbox::create", "sandbox::exec",      "sandbox::fs::chmod",
+    "sandbox::fs::grep",      "sandbox::fs::ls", "sandbox::fs::mkdir", "sandbox::fs::mv",
+    "sandbox::fs::read",      "sandbox::fs::rm", "sandbox::fs::sed",   "sandbox::fs::stat",
+    "sandbox::fs::write",     "sandbox::list",   "sandbox::run",       "sandbox::stop"};
 
 bool IsType(const Received& r, const std::string& t) {
   return r.msg.is_object() && r.msg.value("type", "") == t;
@@ -112,8 +112,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
   EXPECT_EQ(health.Json()["status"], "ok");
 
   // --- invocations from the engine.
-  eng->Invoke("run-1", "sandbox::run",
-              {{"image", "host"}, {"lang", "sh"}, {"code", "echo worker-$((6*7))"}});
+  eng->Invoke("run-1", "sandbox::run", {{"image", "host"}, {"lang", "sh"}, {"code", "echo worker-$((6*7))"}});
   auto run = eng->WaitResult("run-1");
   ASSERT_TRUE(run) << d.Log();
   EXPECT_EQ((*run)["function_id"], "sandbox::run");
@@ -197,9 +196,8 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
   }
   // reattach first, then the register invocation, then the 16 functions.
   ASSERT_GE(resent.size(), 18u);
-  EXPECT_EQ(resent[0], json({{"type", "reattach"},
-                             {"previous_worker_id", old_worker},
-                             {"reattach_token", old_token}}));
+  EXPECT_EQ(resent[0],
+            json({{"type", "reattach"}, {"previous_worker_id", old_worker}, {"reattach_token", old_token}}));
   EXPECT_EQ(resent[1]["function_id"], "engine::workers::register");
   std::set<std::string> again_ids;
   for (size_t i = 2; i < resent.size(); ++i) {

@@ -24,9 +24,11 @@ class WsClient {
   int Open(Daemon& d, const std::string& path, const std::string& extra_headers = "") {
     fd_ = d.Connect();
     if (fd_ < 0) return -1;
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+    std::string req = "GET " + path +
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
                       "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                      "Sec-WebSocket-Version: 13\r\n" + extra_headers + "\r\n";
+                      "Sec-WebSocket-Version: 13\r\n" +
+                      extra_headers + "\r\n";
     SendRaw(req);
     std::string head;
     char c;

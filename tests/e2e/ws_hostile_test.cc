@@ -6,14 +6,13 @@
 // stays under kRssBoundKb; an exec whose caller vanished finishes, its
 // process is gone, and its sandbox keeps following the idle rules.
 #include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "daemon_harness.h"
 #include "ws_client.h"
@@ -81,9 +80,7 @@ class WsHostileTest : public ::testing::Test {
   // The bystander connection still gets a correct answer.
   void ExpectOtherServed(const std::string& when) {
     std::string id = "other-" + std::to_string(++other_seq_);
-    other_.SendJson({{"type", "invokefunction"},
-                     {"invocation_id", id},
-                     {"function_id", "sandbox::list"}});
+    other_.SendJson({{"type", "invokefunction"}, {"invocation_id", id}, {"function_id", "sandbox::list"}});
     auto r = other_.RecvJson(20000);
     ASSERT_TRUE(r) << "second connection got no answer " << when;
     EXPECT_EQ((*r)["invocation_id"], id) << when;
@@ -216,16 +213,14 @@ TEST_F(WsHostileTest, TenThousandConcurrentInvocationsOnOneSocket) {
   EXPECT_TRUE(other_checked);
   EXPECT_LT(peak_kb.load(), kRssBoundKb) << "peak VmRSS " << peak_kb << " kB";
   std::printf("flood: %d invocations in %.2f s, daemon peak VmRSS %ld kB\n", kN,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              peak_kb.load());
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), peak_kb.load());
   ExpectAlive(ws, "after the flood");
   ExpectOtherServed("after the flood");
 }
 
 TEST_F(WsHostileTest, ClientVanishingMidExecOrphansNothing) {
   std::string kept = Http("sandbox::create", {{"image", "host"}})["sandbox_id"];
-  std::string reaped =
-      Http("sandbox::create", {{"image", "host"}, {"idle_timeout_secs", 2}})["sandbox_id"];
+  std::string reaped = Http("sandbox::create", {{"image", "host"}, {"idle_timeout_secs", 2}})["sandbox_id"];
   // Unique arguments so the processes can be found on the host.
   const std::string kKept = "3.1415", kReaped = "3.1416";
   {
@@ -242,8 +237,7 @@ TEST_F(WsHostileTest, ClientVanishingMidExecOrphansNothing) {
                  {"data", {{"sandbox_id", reaped}, {"argv", {"sleep", kReaped}}}}});
     bool running = false;
     for (int i = 0; i < 100 && !running; ++i) {
-      running = !SleepPids(kKept).empty() &&
-                !SleepPids(kReaped).empty();
+      running = !SleepPids(kKept).empty() && !SleepPids(kReaped).empty();
       if (!running) std::this_thread::sleep_for(50ms);
     }
     ASSERT_TRUE(running) << "the execs did not start\n" << d_->Log();
@@ -254,8 +248,7 @@ TEST_F(WsHostileTest, ClientVanishingMidExecOrphansNothing) {
   // Both execs run to their end (~3.14 s), then their processes are gone.
   bool gone = false;
   while (!gone && std::chrono::steady_clock::now() - vanished < 15s) {
-    gone = SleepPids(kKept).empty() &&
-           SleepPids(kReaped).empty();
+    gone = SleepPids(kKept).empty() && SleepPids(kReaped).empty();
     if (!gone) std::this_thread::sleep_for(100ms);
   }
   EXPECT_TRUE(gone) << "exec processes outlived their exec";

@@ -76,7 +76,8 @@ TEST_F(AgentExec, PermissionDeniedAndExecFormatAre126) {
   EXPECT_EQ(o.exit_code, 126);
   EXPECT_EQ(o.err, "exec: /tmp/garbage: exec format error\n");
   // A name without '/' searched in PATH finds the executable one.
-  ASSERT_TRUE(sb_->Write("/tmp/bin1/tool", "#!/bin/sh\necho one\n", {{"mode", 0755}, {"parents", true}}).ok());
+  ASSERT_TRUE(
+      sb_->Write("/tmp/bin1/tool", "#!/bin/sh\necho one\n", {{"mode", 0755}, {"parents", true}}).ok());
   o = sb_->Exec({"tool"}, json{{"env", {"PATH=/tmp/none:/tmp/bin1:/usr/bin"}}});
   EXPECT_EQ(o.exit_code, 0);
   EXPECT_EQ(o.out, "one\n");
@@ -186,7 +187,8 @@ TEST_F(AgentExec, ConcurrentExecs) {
 }
 
 TEST_F(AgentExec, CancelKillsTheGroup) {
-  auto s = sb_->client().Open(json{{"op", "exec"}, {"argv", {"/bin/sh", "-c", "echo $$ > /tmp/cpid; sleep 100"}}});
+  auto s =
+      sb_->client().Open(json{{"op", "exec"}, {"argv", {"/bin/sh", "-c", "echo $$ > /tmp/cpid; sleep 100"}}});
   ASSERT_TRUE(s.ok());
   (void)(*s)->End(proto::kStdin);
   auto e = (*s)->Next(std::chrono::steady_clock::now() + 10s);
@@ -269,7 +271,9 @@ TEST(AgentRaw, UnknownFrameTypeAndBadJson) {
       dec.Feed(std::string_view(buf, static_cast<size_t>(n)));
     }
   };
-  auto send = [&](const std::string& b) { ASSERT_EQ(::write(fd.get(), b.data(), b.size()), (ssize_t)b.size()); };
+  auto send = [&](const std::string& b) {
+    ASSERT_EQ(::write(fd.get(), b.data(), b.size()), (ssize_t)b.size());
+  };
   proto::Frame h = next();
   EXPECT_EQ(h.type, proto::Type::kHello);
   // A snapshot resume is for a microVM guest only: this agent ignores it (no

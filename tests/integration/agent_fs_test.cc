@@ -38,8 +38,9 @@ class AgentFs : public ::testing::Test {
 // ------------------------------------------------------------------ ls / stat
 
 TEST_F(AgentFs, LsListsSortedEntriesWithLstat) {
-  sb_->Sh("mkdir -p /d/sub && printf 12345 > /d/b && touch /d/.hidden /d/A && ln -s /d/sub /d/link "
-          "&& chmod 0640 /d/b && touch -d @1788264000 /d/b");
+  sb_->Sh(
+      "mkdir -p /d/sub && printf 12345 > /d/b && touch /d/.hidden /d/A && ln -s /d/sub /d/link "
+      "&& chmod 0640 /d/b && touch -d @1788264000 /d/b");
   auto r = Op("fs.ls", {{"path", "/d"}});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   std::vector<std::string> names;
@@ -247,8 +248,9 @@ TEST_F(AgentFs, LargeWriteReadIsByteIdenticalWithBoundedAgentMemory) {
 // ------------------------------------------------------------------ rm
 
 TEST_F(AgentFs, Rm) {
-  sb_->Sh("mkdir -p /r/full/deep/er /r/empty /r/keep && touch /r/full/deep/er/f /r/file /r/keep/k "
-          "&& ln -s /r/keep /r/dirlink");
+  sb_->Sh(
+      "mkdir -p /r/full/deep/er /r/empty /r/keep && touch /r/full/deep/er/f /r/file /r/keep/k "
+      "&& ln -s /r/keep /r/dirlink");
   EXPECT_EQ(Op("fs.rm", {{"path", "/r/file"}})->value("removed", false), true);
   EXPECT_TRUE(Op("fs.rm", {{"path", "/r/empty"}}).ok());
   auto r = Op("fs.rm", {{"path", "/r/full"}});
@@ -267,8 +269,9 @@ TEST_F(AgentFs, Rm) {
 // ------------------------------------------------------------------ mv
 
 TEST_F(AgentFs, Mv) {
-  sb_->Sh("mkdir -p /v/dir/sub /v/full && echo a > /v/a && echo b > /v/b && touch /v/full/x "
-          "&& ln -s /nowhere /v/broken && ln -s / /v/dir/rootlink");
+  sb_->Sh(
+      "mkdir -p /v/dir/sub /v/full && echo a > /v/a && echo b > /v/b && touch /v/full/x "
+      "&& ln -s /nowhere /v/broken && ln -s / /v/dir/rootlink");
   EXPECT_EQ(Op("fs.mv", {{"src", "/v/a"}, {"dst", "/v/a2"}})->value("moved", false), true);
   auto r = Op("fs.mv", {{"src", "/v/a2"}, {"dst", "/v/b"}});
   EXPECT_EQ(CodeOf(r), "S213");
@@ -295,9 +298,10 @@ TEST_F(AgentFs, Mv) {
 }
 
 TEST_F(AgentFs, MvAcrossFilesystemsCopies) {
-  sb_->Sh("mkdir -p /x/tree/sub && printf data > /x/tree/sub/f && chmod 0600 /x/tree/sub/f "
-          "&& chmod 0711 /x/tree && ln -s sub/f /x/tree/link && printf one > /x/file "
-          "&& chmod 0751 /x/file && chown 7:8 /x/file && ln -s /x/file /x/flink");
+  sb_->Sh(
+      "mkdir -p /x/tree/sub && printf data > /x/tree/sub/f && chmod 0600 /x/tree/sub/f "
+      "&& chmod 0711 /x/tree && ln -s sub/f /x/tree/link && printf one > /x/file "
+      "&& chmod 0751 /x/file && chown 7:8 /x/file && ln -s /x/file /x/flink");
   EXPECT_TRUE(Op("fs.mv", {{"src", "/x/file"}, {"dst", "/mnt2/file"}}).ok());
   EXPECT_EQ(sb_->Sh("stat -c '%a %u:%g' /mnt2/file; cat /mnt2/file; test -e /x/file || echo gone"),
             "751 7:8\nonegone\n");
@@ -316,8 +320,9 @@ TEST_F(AgentFs, MvAcrossFilesystemsCopies) {
 // ------------------------------------------------------------------ chmod
 
 TEST_F(AgentFs, Chmod) {
-  sb_->Sh("mkdir -p /h/t/sub && touch /h/t/a /h/t/sub/b /h/outside && chmod 0600 /h/outside "
-          "&& ln -s /h/outside /h/t/link && ln -s /h/t /h/tlink");
+  sb_->Sh(
+      "mkdir -p /h/t/sub && touch /h/t/a /h/t/sub/b /h/outside && chmod 0600 /h/outside "
+      "&& ln -s /h/outside /h/t/link && ln -s /h/t /h/tlink");
   auto r = Op("fs.chmod", {{"path", "/h/t/a"}, {"mode", 0640}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["updated"], 1);
@@ -360,12 +365,18 @@ TEST_F(AgentFs, Grep) {
       {{"path", "/g/README.md"}, {"line", 1}, {"content", "TODO: docs"}, {"byte_offset", 0}},
       {{"path", "/g/bad.txt"}, {"line", 2}, {"content", "TODO valid"}, {"byte_offset", 16}},
       {{"path", "/g/src/app.py"}, {"line", 2}, {"content", "# TODO(ana): retry"}, {"byte_offset", 12}},
-      {{"path", "/g/src/lib/util.py"}, {"line", 2}, {"content", "    pass  # TODO later"}, {"byte_offset", 21}},
+      {{"path", "/g/src/lib/util.py"},
+       {"line", 2},
+       {"content", "    pass  # TODO later"},
+       {"byte_offset", 21}},
   });
   EXPECT_EQ((*r)["matches"], want);
   // ignore_case, include/exclude globs.
-  r = Op("fs.grep", {{"path", "/g"}, {"pattern", "todo"}, {"ignore_case", true},
-                     {"include_glob", {"*.py"}}, {"exclude_glob", {"src/lib/**"}}});
+  r = Op("fs.grep", {{"path", "/g"},
+                     {"pattern", "todo"},
+                     {"ignore_case", true},
+                     {"include_glob", {"*.py"}},
+                     {"exclude_glob", {"src/lib/**"}}});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ((*r)["matches"].size(), 2u);
   EXPECT_EQ((*r)["matches"][1]["content"], "x = 1 # todo");
@@ -393,15 +404,16 @@ TEST_F(AgentFs, Grep) {
   EXPECT_EQ(MessageOf(r), "recursive is false but /g is a directory; pass a file, or set recursive to true");
   EXPECT_EQ(CodeOf(Op("fs.grep", {{"path", "/nope"}, {"pattern", "x"}})), "S211");
   // Single-file root: its basename is matched against the globs.
-  r = Op("fs.grep", {{"path", "/g/README.md"}, {"pattern", "TODO"}, {"recursive", false},
-                     {"include_glob", {"*.py"}}});
+  r = Op("fs.grep",
+         {{"path", "/g/README.md"}, {"pattern", "TODO"}, {"recursive", false}, {"include_glob", {"*.py"}}});
   EXPECT_TRUE((*r)["matches"].empty());
 }
 
 TEST_F(AgentFs, GrepNeverFollowsLinksAndTerminatesOnLoops) {
-  sb_->Sh("mkdir -p /outside /gl/a && echo NEEDLE > /outside/secret && echo NEEDLE > /gl/a/in "
-          "&& ln -s /outside /gl/out && ln -s /outside/secret /gl/sec && ln -s .. /gl/a/up "
-          "&& ln -s /gl /gl/a/loop && ln -s /gl /gllink");
+  sb_->Sh(
+      "mkdir -p /outside /gl/a && echo NEEDLE > /outside/secret && echo NEEDLE > /gl/a/in "
+      "&& ln -s /outside /gl/out && ln -s /outside/secret /gl/sec && ln -s .. /gl/a/up "
+      "&& ln -s /gl /gl/a/loop && ln -s /gl /gllink");
   auto r = Op("fs.grep", {{"path", "/gl"}, {"pattern", "NEEDLE"}});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ((*r)["matches"].size(), 1u);
@@ -419,12 +431,16 @@ TEST_F(AgentFs, Sed) {
   sb_->Sh("chown 9:10 /e/a.txt");
   Put("/e/b.txt", "nothing here\n");
   auto r = Op("fs.sed", {{"files", {"/e/a.txt", "/e/b.txt", "/e/missing"}},
-                         {"pattern", "(?P<k>\\w+)=(\\d)"}, {"replacement", "${2}:$k$$"}});
+                         {"pattern", "(?P<k>\\w+)=(\\d)"},
+                         {"replacement", "${2}:$k$$"}});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   json want = json::array({
       {{"path", "/e/a.txt"}, {"replacements", 3}, {"success", true}},
       {{"path", "/e/b.txt"}, {"replacements", 0}, {"success", true}},
-      {{"path", "/e/missing"}, {"replacements", 0}, {"success", false}, {"error", "file not found: /e/missing"}},
+      {{"path", "/e/missing"},
+       {"replacements", 0},
+       {"success", false},
+       {"error", "file not found: /e/missing"}},
   });
   EXPECT_EQ((*r)["results"], want);
   EXPECT_EQ((*r)["total_replacements"], 3);
@@ -435,8 +451,11 @@ TEST_F(AgentFs, Sed) {
   EXPECT_EQ((*r)["total_replacements"], 1);
   EXPECT_EQ(Get("/e/a.txt"), "1:X$\r\n2:bar$\n3:foo$");
   // Literal mode with ignore_case: the replacement is verbatim.
-  r = Op("fs.sed", {{"files", {"/e/a.txt"}}, {"pattern", "X$"}, {"replacement", "$1.*"},
-                    {"regex", false}, {"ignore_case", true}});
+  r = Op("fs.sed", {{"files", {"/e/a.txt"}},
+                    {"pattern", "X$"},
+                    {"replacement", "$1.*"},
+                    {"regex", false},
+                    {"ignore_case", true}});
   EXPECT_EQ((*r)["total_replacements"], 1);
   EXPECT_EQ(Get("/e/a.txt"), "1:$1.*\r\n2:bar$\n3:foo$");
   // ^ and $ anchor per line; empty matches at each position.
@@ -487,7 +506,9 @@ TEST_F(AgentFs, SedPathFormWalks) {
   Put("/p/x.py", "a\n", {{"parents", true}});
   Put("/p/sub/y.py", "a a\n", {{"parents", true}});
   Put("/p/sub/z.txt", "a\n");
-  sb_->Sh("mkdir -p /outside && echo a > /outside/o.py && ln -s /outside /p/sub/out && ln -s /outside/o.py /p/o.py");
+  sb_->Sh(
+      "mkdir -p /outside && echo a > /outside/o.py && ln -s /outside /p/sub/out && ln -s /outside/o.py "
+      "/p/o.py");
   auto r = Op("fs.sed", {{"path", "/p"}, {"pattern", "a"}, {"replacement", "b"}, {"include_glob", {"*.py"}}});
   ASSERT_TRUE(r.ok());
   json want = json::array({
@@ -519,8 +540,9 @@ TEST_F(AgentFs, EscapeAttemptsStayInside) {
 }
 
 TEST_F(AgentFs, SymlinkSwappedDuringWalksIsNeverFollowed) {
-  sb_->Sh("mkdir -p /outside /race/sub && echo NEEDLE > /outside/secret && chmod 0600 /outside/secret "
-          "&& echo hay > /race/sub/f");
+  sb_->Sh(
+      "mkdir -p /outside /race/sub && echo NEEDLE > /outside/secret && chmod 0600 /outside/secret "
+      "&& echo hay > /race/sub/f");
   // A background exec keeps swapping /race/sub between a directory and a
   // link to /outside.
   std::atomic<bool> stop{false};
@@ -553,7 +575,8 @@ TEST_F(AgentFs, SymlinkSwappedDuringWalksIsNeverFollowed) {
 TEST_F(AgentFs, LargeResultIsSentAsData) {
   // 20000 matching lines of ~100 bytes: about 2.5 MB of JSON.
   sb_->Sh("mkdir /big && yes \"MATCH $(printf %090d 0)\" | head -n 20000 > /big/f");
-  auto s = sb_->client().Open(json{{"op", "fs.grep"}, {"path", "/big"}, {"pattern", "MATCH"}, {"max_matches", 0}});
+  auto s =
+      sb_->client().Open(json{{"op", "fs.grep"}, {"path", "/big"}, {"pattern", "MATCH"}, {"max_matches", 0}});
   ASSERT_TRUE(s.ok());
   (void)(*s)->End(proto::kStdin);
   std::string body;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -16,12 +17,10 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "protocol/client.h"
 
@@ -36,8 +35,8 @@ struct ExecOut {
   int exit_code = -1;
   int signal = 0;
   std::string out, err;
-  json result;                  // RESULT json (empty when an error came)
-  std::optional<json> error;    // ERROR json
+  json result;                // RESULT json (empty when an error came)
+  std::optional<json> error;  // ERROR json
   bool got_meta = false;
 };
 
@@ -66,8 +65,7 @@ class AgentSandbox {
     }
     if (!root_.empty()) ::rmdir(root_.c_str());
     if (!cgroup_.empty()) {
-      for (int i = 0; i < 50 && ::rmdir(cgroup_.c_str()) < 0 && errno == EBUSY; ++i)
-        ::usleep(20000);
+      for (int i = 0; i < 50 && ::rmdir(cgroup_.c_str()) < 0 && errno == EBUSY; ++i) ::usleep(20000);
     }
   }
 
@@ -95,8 +93,7 @@ class AgentSandbox {
   }
 
   ExecOut Exec(std::vector<std::string> argv, json extra = json::object(),
-               std::optional<std::string> stdin_bytes = std::nullopt,
-               std::chrono::seconds wait = 60s) {
+               std::optional<std::string> stdin_bytes = std::nullopt, std::chrono::seconds wait = 60s) {
     json req = extra;
     req["op"] = "exec";
     req["argv"] = argv;
@@ -123,11 +120,14 @@ class AgentSandbox {
         return o;
       }
       switch (e->kind) {
-        case proto::Event::Kind::kMeta: o.got_meta = true; break;
+        case proto::Event::Kind::kMeta:
+          o.got_meta = true;
+          break;
         case proto::Event::Kind::kData:
           (e->channel == proto::kStdout ? o.out : o.err) += e->data;
           break;
-        case proto::Event::Kind::kEnd: break;
+        case proto::Event::Kind::kEnd:
+          break;
         case proto::Event::Kind::kResult:
           o.result = e->json;
           o.exit_code = e->json.value("exit_code", -1);
@@ -192,10 +192,16 @@ class AgentSandbox {
       auto e = (*s)->Next(deadline);
       if (!e) return Error(Code::kS300, "timeout");
       switch (e->kind) {
-        case proto::Event::Kind::kMeta: r.meta = e->json; break;
-        case proto::Event::Kind::kData: r.data += e->data; break;
-        case proto::Event::Kind::kEnd: break;
-        case proto::Event::Kind::kResult: return r;
+        case proto::Event::Kind::kMeta:
+          r.meta = e->json;
+          break;
+        case proto::Event::Kind::kData:
+          r.data += e->data;
+          break;
+        case proto::Event::Kind::kEnd:
+          break;
+        case proto::Event::Kind::kResult:
+          return r;
         default:
           return Error(CodeFromName(e->json.value("code", "S300")).value_or(Code::kS300),
                        e->json.value("message", ""));
@@ -244,11 +250,10 @@ class AgentSandbox {
     // Everything the children need, prepared before fork.
     std::string r = root_;
     std::string usr = r + "/usr", proc = r + "/proc", tmp = r + "/tmp", dev = r + "/dev",
-                devnull = r + "/dev/null", etc = r + "/etc", mnt2 = r + "/mnt2",
-                root_dir = r + "/root";
+                devnull = r + "/dev/null", etc = r + "/etc", mnt2 = r + "/mnt2", root_dir = r + "/root";
     std::string bin = r + "/bin", lib = r + "/lib", lib64 = r + "/lib64", sbin = r + "/sbin";
-    std::vector<std::pair<std::string, std::string>> devs = {
-        {"/dev/zero", dev + "/zero"}, {"/dev/urandom", dev + "/urandom"}};
+    std::vector<std::pair<std::string, std::string>> devs = {{"/dev/zero", dev + "/zero"},
+                                                             {"/dev/urandom", dev + "/urandom"}};
     std::string agent_bin = AgentBinary(), agent_in_root = r + "/.skiff-agent";
     std::string procs = cgroup_.empty() ? std::string() : cgroup_ + "/cgroup.procs";
     const char* argv[] = {"skiff-agent", "--fd", "3", nullptr};
@@ -343,8 +348,6 @@ class AgentSandbox {
 inline std::string CodeOf(const Result<json>& r) {
   return r.ok() ? std::string() : std::string(CodeName(r.error().code()));
 }
-inline std::string MessageOf(const Result<json>& r) {
-  return r.ok() ? std::string() : r.error().message();
-}
+inline std::string MessageOf(const Result<json>& r) { return r.ok() ? std::string() : r.error().message(); }
 
 }  // namespace skiff::agent_test

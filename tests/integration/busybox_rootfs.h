@@ -18,20 +18,26 @@ inline std::string BusyboxRootfs() {
   if (!digest.ok()) return "";
   std::string dir = paths::CacheDir() + "/microvm-test";
   std::string image = dir + "/busybox-" + digest->substr(0, 16) + "-v1.erofs";
-  struct stat st{};
+  struct stat st {};
   if (::stat(image.c_str(), &st) == 0) return image;
   // Private tree and temp image names: test binaries run in parallel.
   std::string suffix = RandomHex(4);
   std::string tree = dir + "/tree-" + suffix, tmp = image + ".tmp-" + suffix;
-  std::string script =
-      "set -e; trap 'rm -rf " + tree + " " + tmp + "' EXIT; mkdir -p " + tree + "/bin " + tree + "/etc " +
-      tree + "/root " + tree + "/home " + tree + "/usr; cp /bin/busybox " + tree +
-      "/bin/busybox; ln -s ../bin " + tree +
-      "/usr/bin; for a in sh echo cat uname ls nc ps sleep true false mkdir id hostname wc "
-      "grep head ip ifconfig; do ln -s busybox " + tree + "/bin/$a; done; "
-      "echo 'root:x:0:0:root:/root:/bin/sh' > " + tree + "/etc/passwd; "
-      "echo 'root:x:0:' > " + tree + "/etc/group; echo image > " + tree + "/etc/marker; "
-      "mkfs.erofs " + tmp + " " + tree + " >/dev/null && mv " + tmp + " " + image;
+  std::string script = "set -e; trap 'rm -rf " + tree + " " + tmp + "' EXIT; mkdir -p " + tree + "/bin " +
+                       tree + "/etc " + tree + "/root " + tree + "/home " + tree + "/usr; cp /bin/busybox " +
+                       tree + "/bin/busybox; ln -s ../bin " + tree +
+                       "/usr/bin; for a in sh echo cat uname ls nc ps sleep true false mkdir id hostname wc "
+                       "grep head ip ifconfig; do ln -s busybox " +
+                       tree +
+                       "/bin/$a; done; "
+                       "echo 'root:x:0:0:root:/root:/bin/sh' > " +
+                       tree +
+                       "/etc/passwd; "
+                       "echo 'root:x:0:' > " +
+                       tree + "/etc/group; echo image > " + tree +
+                       "/etc/marker; "
+                       "mkfs.erofs " +
+                       tmp + " " + tree + " >/dev/null && mv " + tmp + " " + image;
   if (std::system(("mkdir -p " + dir + "; " + script).c_str()) != 0) return "";
   return image;
 }

@@ -4,6 +4,7 @@
 // killing its process releases them. Also: the image config's Env,
 // WorkingDir and User become the sandbox's defaults.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,11 +13,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
 #include "images/oci.h"
@@ -122,17 +121,15 @@ class ImageLeaseTest : public ::testing::Test {
     nlohmann::json config = {
         {"architecture", "amd64"},
         {"os", "linux"},
-        {"config",
-         {{"Env", {"PATH=/bin", "MODE=from-image"}}, {"WorkingDir", "/work"}, {"User", "app"}}},
+        {"config", {{"Env", {"PATH=/bin", "MODE=from-image"}}, {"WorkingDir", "/work"}, {"User", "app"}}},
         {"rootfs", {{"type", "layers"}, {"diff_ids", {*diff}}}}};
     std::string cfg = config.dump();
     std::string cfg_name = Sha256Hex(cfg) + ".json";
     Spit(stage + "/" + cfg_name, cfg);
-    nlohmann::json manifest = {
-        {{"Config", cfg_name}, {"RepoTags", {"tiny:1"}}, {"Layers", {"layer.tar"}}}};
+    nlohmann::json manifest = {{{"Config", cfg_name}, {"RepoTags", {"tiny:1"}}, {"Layers", {"layer.tar"}}}};
     Spit(stage + "/manifest.json", manifest.dump());
-    EXPECT_EQ(std::system(("tar -C " + stage + " -cf " + out + " manifest.json " + cfg_name +
-                           " layer.tar").c_str()),
+    EXPECT_EQ(std::system(
+                  ("tar -C " + stage + " -cf " + out + " manifest.json " + cfg_name + " layer.tar").c_str()),
               0);
     return cfg;
   }
@@ -171,8 +168,8 @@ TEST_F(ImageLeaseTest, SandboxInAnotherProcessKeepsItsImageUntilKilled) {
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::setenv("SKIFF_IMAGES_DIR", store_root_.c_str(), 1);
-    ::execl(SKIFF_BINARY_DIR "/cmd/skiff/skiff", "skiff", "run", "--isolation", "jail", "base",
-            "--", "sleep", "300", nullptr);
+    ::execl(SKIFF_BINARY_DIR "/cmd/skiff/skiff", "skiff", "run", "--isolation", "jail", "base", "--", "sleep",
+            "300", nullptr);
     _exit(127);
   }
   auto alive = [&] { return ::waitpid(child_, nullptr, WNOHANG) == 0; };

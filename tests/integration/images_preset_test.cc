@@ -1,13 +1,12 @@
 // Builds (or reuses the cached) `base` preset with mmdebstrap from the
 // Debian package registry, then resolves it through the catalog.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "base/text.h"
 #include "images/build.h"

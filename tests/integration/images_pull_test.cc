@@ -5,6 +5,7 @@
 #include <archive_entry.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,17 +16,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "base/sha256.h"
 #include "base/text.h"
 #include "images/build.h"
 #include "images/catalog.h"
 #include "images/oci.h"
-#include "base/sha256.h"
 #include "images/store.h"
 
 namespace skiff::images {
@@ -39,9 +38,7 @@ std::string Slurp(const std::string& p) {
   return ss.str();
 }
 
-void Spit(const std::string& p, const std::string& data) {
-  std::ofstream(p, std::ios::binary) << data;
-}
+void Spit(const std::string& p, const std::string& data) { std::ofstream(p, std::ios::binary) << data; }
 
 // A layer tarball with the given files and symlinks (name -> target).
 std::string Layer(const std::string& path, const std::vector<std::pair<std::string, std::string>>& files,
@@ -80,14 +77,13 @@ std::string Layer(const std::string& path, const std::vector<std::pair<std::stri
 // entries were created in), content hash or link target.
 std::string TreeDigest(const std::string& root) {
   std::vector<std::string> lines;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
-       ++it) {
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
     std::string p = it->path().string();
     struct stat st;
     if (::lstat(p.c_str(), &st) != 0) return "lstat failed: " + p;
     std::ostringstream l;
-    l << p.substr(root.size()) << " " << std::oct << st.st_mode << std::dec << " " << st.st_uid
-      << ":" << st.st_gid << " n" << st.st_nlink;
+    l << p.substr(root.size()) << " " << std::oct << st.st_mode << std::dec << " " << st.st_uid << ":"
+      << st.st_gid << " n" << st.st_nlink;
     if (S_ISREG(st.st_mode)) {
       l << " " << st.st_size << " t" << st.st_mtime << " " << Sha256Hex(Slurp(p));
     } else if (S_ISLNK(st.st_mode)) {
@@ -101,9 +97,7 @@ std::string TreeDigest(const std::string& root) {
   return Sha256Hex(all) + " (" + std::to_string(lines.size()) + " entries)";
 }
 
-bool Which(const char* prog) {
-  return ::access((std::string("/usr/bin/") + prog).c_str(), X_OK) == 0;
-}
+bool Which(const char* prog) { return ::access((std::string("/usr/bin/") + prog).c_str(), X_OK) == 0; }
 
 int FreePort() {
   int s = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -138,9 +132,10 @@ class PullTest : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "skiff-pull-test.XXXXXX").string();
     dir_ = ::mkdtemp(tmpl.data());
     port_ = FreePort();
-    Spit(dir_ + "/registry.yml", "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-                                 "    rootdirectory: " + dir_ + "/registry\nhttp:\n  addr: 127.0.0.1:" +
-                                 std::to_string(port_) + "\n");
+    Spit(dir_ + "/registry.yml",
+         "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+         "    rootdirectory: " +
+             dir_ + "/registry\nhttp:\n  addr: 127.0.0.1:" + std::to_string(port_) + "\n");
     pid_ = ::fork();
     if (pid_ == 0) {
       int devnull = ::open("/dev/null", O_WRONLY);
@@ -175,8 +170,7 @@ class PullTest : public ::testing::Test {
       big[i] = static_cast<char>(x);
     }
     std::vector<std::string> layers = {
-        Layer(dir_ + "/l1.tar",
-              {{"bin/hello", "#!/bin/sh\necho hi\n"}, {"data/big", big}, {"tmp/gone", "x"}},
+        Layer(dir_ + "/l1.tar", {{"bin/hello", "#!/bin/sh\necho hi\n"}, {"data/big", big}, {"tmp/gone", "x"}},
               {{"bin/hi", "hello"}}),
         Layer(dir_ + "/l2.tar", {{"etc/release", "pulled\n"}, {"tmp/.wh.gone", ""}})};
     auto blob = [&](const std::string& data) {
@@ -192,9 +186,9 @@ class PullTest : public ::testing::Test {
       d["mediaType"] = "application/vnd.oci.image.layer.v1.tar";
       descs.push_back(d);
     }
-    nlohmann::json config = {{"architecture", "amd64"}, {"os", "linux"},
-                             {"config", {{"Env", {"PATH=/bin", "FROM=registry"}},
-                                         {"WorkingDir", "/data"}}},
+    nlohmann::json config = {{"architecture", "amd64"},
+                             {"os", "linux"},
+                             {"config", {{"Env", {"PATH=/bin", "FROM=registry"}}, {"WorkingDir", "/data"}}},
                              {"rootfs", {{"type", "layers"}, {"diff_ids", diff}}}};
     std::string cfg = config.dump();
     auto cd = blob(cfg);
@@ -233,8 +227,7 @@ TEST_F(PullTest, PullMatchesImportAndVerifies) {
   int64_t pull_ms = MonotonicMillis() - t0;
   ASSERT_TRUE(pulled.ok()) << pulled.error().message();
   for (const auto& l : lines) std::cout << "  " << l << "\n";
-  std::cout << "  pull of 16 MiB from the loopback registry: " << pull_ms
-            << " ms\n";
+  std::cout << "  pull of 16 MiB from the loopback registry: " << pull_ms << " ms\n";
   EXPECT_EQ(pulled->digest, Sha256Hex(config));
   std::string rootfs = store.RootfsDir(pulled->digest);
   EXPECT_EQ(Slurp(rootfs + "/etc/release"), "pulled\n");
@@ -269,14 +262,13 @@ TEST_F(PullTest, PullMatchesImportAndVerifies) {
     mdigest.pop_back();
   }
   Store store3(dir_ + "/store3");
-  auto by_digest = Pull(store3, "bydigest",
-                        "127.0.0.1:" + std::to_string(port_) + "/skiff/test@" + mdigest);
+  auto by_digest = Pull(store3, "bydigest", "127.0.0.1:" + std::to_string(port_) + "/skiff/test@" + mdigest);
   ASSERT_TRUE(by_digest.ok()) << by_digest.error().message();
   EXPECT_EQ(by_digest->digest, pulled->digest);
 
   // A digest the registry does not hold.
-  auto wrong = Pull(store3, "wrong", "127.0.0.1:" + std::to_string(port_) + "/skiff/test@sha256:" +
-                                         Sha256Hex("nothing"));
+  auto wrong = Pull(store3, "wrong",
+                    "127.0.0.1:" + std::to_string(port_) + "/skiff/test@sha256:" + Sha256Hex("nothing"));
   ASSERT_FALSE(wrong.ok());
 
   // Missing tag / unknown repository: an error, nothing installed.

@@ -1,7 +1,10 @@
 // The jail backend end to end: real namespaces, the real skiff-agent, the
 // host image, spoken to through proto::Client with op "exec".
+#include "isolation/jail/jail.h"
+
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,17 +16,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "base/fd_passing.h"
 #include "base/paths.h"
 #include "base/text.h"
 #include "images/catalog.h"
-#include "isolation/jail/jail.h"
 #include "protocol/client.h"
 
 namespace skiff {
@@ -146,13 +146,14 @@ class Box {
 
   Out Exec(std::vector<std::string> argv, std::chrono::seconds wait = 60s) {
     Out o;
-    json req{{"op", "exec"},
-             {"argv", argv},
-             {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                      "HOME=/root", "LANG=C.UTF-8"}},
-             {"cwd", "/"},
-             {"timeout_ms", std::chrono::milliseconds(wait).count()},
-             {"stdin", false}};
+    json req{
+        {"op", "exec"},
+        {"argv", argv},
+        {"env",
+         {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}},
+        {"cwd", "/"},
+        {"timeout_ms", std::chrono::milliseconds(wait).count()},
+        {"stdin", false}};
     auto s = client->Open(req);
     if (!s.ok()) {
       o.err = s.error().ToString();
@@ -225,7 +226,8 @@ class JailTest : public ::testing::Test {
     // The lock files of this process's private uid ranges.
     for (uint32_t i = 0; i < options_.slots; ++i)
       ::unlink((paths::RuntimeDir() + "/jail/uids-" +
-                std::to_string(uint64_t{options_.uid_base} + uint64_t{i} * 65536) + ".lock").c_str());
+                std::to_string(uint64_t{options_.uid_base} + uint64_t{i} * 65536) + ".lock")
+                   .c_str());
   }
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: namespaces, idmapped mounts, cgroups";
@@ -313,8 +315,9 @@ TEST_F(JailTest, WritesStayInTheSandbox) {
 TEST_F(JailTest, KernelSurfacesAreClosed) {
   auto b = Box::Start(*iso_);
   ASSERT_NE(b, nullptr);
-  auto o = b->Sh("echo 1 > /proc/sys/kernel/sysrq && echo WROTE; echo x > /sys/kernel/uevent_helper "
-                 "&& echo WROTE; cat /proc/kcore | head -c 1 | wc -c; cat /proc/keys | wc -c");
+  auto o = b->Sh(
+      "echo 1 > /proc/sys/kernel/sysrq && echo WROTE; echo x > /sys/kernel/uevent_helper "
+      "&& echo WROTE; cat /proc/kcore | head -c 1 | wc -c; cat /proc/keys | wc -c");
   EXPECT_EQ(o.out.find("WROTE"), std::string::npos) << o.out;
   EXPECT_EQ(o.out, "0\n0\n") << o.out << o.err;
   // Privileged system calls: each must fail.
@@ -341,8 +344,9 @@ sc("reboot", 169, 0xfee1dead, 672274793, 0x1234567, None)
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.out.find(" ok"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("mount fail"), std::string::npos) << o.out;
-  o = b->Sh("grep -E '^Cap(Eff|Bnd)' /proc/self/status; grep NoNewPrivs /proc/1/status; "
-            "grep Seccomp: /proc/1/status");
+  o = b->Sh(
+      "grep -E '^Cap(Eff|Bnd)' /proc/self/status; grep NoNewPrivs /proc/1/status; "
+      "grep Seccomp: /proc/1/status");
   EXPECT_NE(o.out.find("NoNewPrivs:\t1"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("Seccomp:\t2"), std::string::npos) << o.out;
   // Host view: the agent's capabilities only hold inside its user namespace.
@@ -373,7 +377,9 @@ TEST_F(JailTest, OnlyLoopbackAndItIsUp) {
   std::string py =
       "import socket\n"
       "s=socket.socket(); s.settimeout(2)\n"
-      "try:\n s.connect(('127.0.0.1'," + std::to_string(port) + ")); print('connected')\n"
+      "try:\n s.connect(('127.0.0.1'," +
+      std::to_string(port) +
+      ")); print('connected')\n"
       "except Exception as e: print('refused', type(e).__name__)\n"
       "srv=socket.socket(); srv.bind(('127.0.0.1',0)); srv.listen(1)\n"
       "c=socket.create_connection(srv.getsockname(), 2); print('loopback ok')\n"
@@ -402,7 +408,8 @@ try:
         n += 1
 except OSError as e:
     print("limit", n, e.errno)
-)PY", 60s);
+)PY",
+                 60s);
   EXPECT_NE(o.out.find("limit"), std::string::npos) << o.out << o.err;
   int n = std::atoi(o.out.c_str() + o.out.find(' ') + 1);
   EXPECT_GT(n, 10);
@@ -455,8 +462,7 @@ TEST_F(JailTest, StopLeavesNothingBehind) {
     EXPECT_TRUE(during.state_dir);
     // The per-sandbox tmpfs exists only in the sandbox's mount namespace.
     EXPECT_FALSE(during.host_mount);
-    EXPECT_NE(ReadAll("/proc/" + std::to_string(b->pid) + "/mountinfo").find("overlay"),
-              std::string::npos);
+    EXPECT_NE(ReadAll("/proc/" + std::to_string(b->pid) + "/mountinfo").find("overlay"), std::string::npos);
     pid_t pid = b->pid;
     b->Stop();
     EXPECT_FALSE(b->inst->Running());
@@ -487,8 +493,7 @@ TEST_F(JailTest, CgroupWarmUpLeavesNoProcessBehind) {
   };
   auto wait_for = [&](int want) {
     auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (ours() != want && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(1ms);
+    while (ours() != want && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
     return ours();
   };
   {
@@ -542,8 +547,7 @@ TEST_F(JailTest, SixteenConcurrentSandboxes) {
   {
     std::vector<std::unique_ptr<Box>> boxes(16);
     std::vector<std::thread> threads;
-    for (int i = 0; i < 16; ++i)
-      threads.emplace_back([&, i] { boxes[i] = Box::Start(*iso_); });
+    for (int i = 0; i < 16; ++i) threads.emplace_back([&, i] { boxes[i] = Box::Start(*iso_); });
     for (auto& t : threads) t.join();
     threads.clear();
     std::set<uint64_t> uids;
@@ -635,8 +639,8 @@ Orphan StartIntactOrphan(const json& doctor, const JailOptions& options) {
     if (o.pid <= 0) break;
     Leftovers l = LeftoversOf(doctor, o.id, o.base);
     if (Alive(o.pid) && l.processes >= 1 && l.cgroups >= 1 && l.state_dir) return o;
-    std::fprintf(stderr, "orphan %s was cleaned up by another process (%s); starting another\n",
-                 o.id.c_str(), l.Describe().c_str());
+    std::fprintf(stderr, "orphan %s was cleaned up by another process (%s); starting another\n", o.id.c_str(),
+                 l.Describe().c_str());
   }
   return {};
 }
@@ -647,8 +651,7 @@ TEST_F(JailTest, CleanupOrphansAfterACrash) {
 
   iso_->CleanupOrphans();
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_FALSE(Alive(o.pid));
   Leftovers after = LeftoversOf(doctor_, o.id, o.base);
   EXPECT_TRUE(after.none()) << after.Describe();
@@ -668,8 +671,7 @@ TEST_F(JailTest, ACrashedHoldersUidRangeIsClearedBeforeReuse) {
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->uid_base, one.uid_base);
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_FALSE(Alive(o.pid)) << "a process of the crashed sandbox shares the new sandbox's uids";
   EXPECT_EQ(b->Sh("echo ok").out, "ok\n");
   b->Stop();
@@ -752,8 +754,8 @@ TEST_F(JailTest, StartStopRate) {
     (*inst)->Stop(0ms);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[jail] %d sandboxes started+stopped in %.3f s: %.1f/s, Start() avg %.2f ms\n", n,
-              secs, n / secs, start_ms / n);
+  std::printf("[jail] %d sandboxes started+stopped in %.3f s: %.1f/s, Start() avg %.2f ms\n", n, secs,
+              n / secs, start_ms / n);
   EXPECT_EQ(OpenFds(), fds);
 }
 
@@ -775,8 +777,7 @@ TEST_F(JailTest, APolicyThatCannotBeBuiltRefusesToStart) {
   auto r = iso.Start(p);
   ASSERT_FALSE(r.ok()) << "started without its confinement";
   EXPECT_EQ(r.error().code(), Code::kS300);
-  EXPECT_NE(r.error().message().find("seccomp/capability policy"), std::string::npos)
-      << r.error().message();
+  EXPECT_NE(r.error().message().find("seccomp/capability policy"), std::string::npos) << r.error().message();
   EXPECT_NE(r.error().message().find("SKIFF_TEST_JAIL_POLICY_FAIL"), std::string::npos)
       << r.error().message();
   for (uint32_t i = 0; i < options_.slots; ++i) {

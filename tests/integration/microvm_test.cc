@@ -3,8 +3,11 @@
 // filesystem as a read-only erofs block image. One VM is shared by most
 // checks (each boot costs seconds under emulation); the SIGKILL test boots
 // its own.
+#include "isolation/microvm/microvm.h"
+
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,20 +21,17 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "base/paths.h"
-#include "base/text.h"
-#include "isolation/microvm/microvm.h"
 #include "base/sha256.h"
-#include "protocol/client.h"
+#include "base/text.h"
 #include "busybox_rootfs.h"
+#include "protocol/client.h"
 
 namespace skiff {
 namespace {
@@ -225,14 +225,14 @@ TEST_F(MicrovmTest, BootsAndRunsTheGuestKernel) {
   std::sort(stat_rtt.begin(), stat_rtt.end());
   std::this_thread::sleep_for(1s);  // idle
   d = vm.inst->Describe();
-  std::cout << "[microvm] create_to_ready_ms=" << vm.create_ms << " qemu_start_to_ready_ms="
-            << d["boot_ms"] << " guest_ready_ms=" << info->value("ready_ms", json()).dump()
+  std::cout << "[microvm] create_to_ready_ms=" << vm.create_ms << " qemu_start_to_ready_ms=" << d["boot_ms"]
+            << " guest_ready_ms=" << info->value("ready_ms", json()).dump()
             << " vmm_cpu_ms=" << d["vmm_cpu_ms"] << " vmm_rss_kib=" << d["vmm_rss_kib"]
-            << " guest_rss_kib=" << d["guest_rss_kib"] << " vmm_overhead_kib="
-            << d["vmm_overhead_kib"] << " vmm_private_overhead_kib=" << d["vmm_private_overhead_kib"]
-            << " exec_rtt_median_ms=" << rtt[rtt.size() / 2]
-            << " exec_rtt_min_ms=" << rtt.front() << " stat_rtt_median_ms=" << stat_rtt[stat_rtt.size() / 2]
-            << " restored=" << d["restored"] << " accel=" << d["accel"] << std::endl;
+            << " guest_rss_kib=" << d["guest_rss_kib"] << " vmm_overhead_kib=" << d["vmm_overhead_kib"]
+            << " vmm_private_overhead_kib=" << d["vmm_private_overhead_kib"]
+            << " exec_rtt_median_ms=" << rtt[rtt.size() / 2] << " exec_rtt_min_ms=" << rtt.front()
+            << " stat_rtt_median_ms=" << stat_rtt[stat_rtt.size() / 2] << " restored=" << d["restored"]
+            << " accel=" << d["accel"] << std::endl;
 }
 
 // Regression: with the microvm's PIT and PIC off, the guest had no working
@@ -263,8 +263,7 @@ TEST_F(MicrovmTest, FilesystemIsTheImageWithAPrivateWritableLayer) {
   ASSERT_TRUE(st.ok()) << st.error().ToString();
 
   // Writes land in the overlay: /etc is writable, /tmp is 1777.
-  auto w = c.Open(json{{"op", "fs.write"}, {"path", "/etc/written"}, {"mode", 0644},
-                       {"parents", false}});
+  auto w = c.Open(json{{"op", "fs.write"}, {"path", "/etc/written"}, {"mode", 0644}, {"parents", false}});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Send(proto::kStdin, "hello from the host").ok());
   ASSERT_TRUE((*w)->End(proto::kStdin).ok());
@@ -319,8 +318,7 @@ TEST_F(MicrovmTest, HostProcessesFilesAndLoopbackAreUnreachable) {
   EXPECT_NE(f.result["exit_code"], 0);
   EXPECT_EQ(f.out.find("host secret"), std::string::npos);
 
-  auto nc = Exec(c, {"sh", "-c", "echo hi | nc -w 2 127.0.0.1 " + std::to_string(port) +
-                                     "; echo rc=$?"});
+  auto nc = Exec(c, {"sh", "-c", "echo hi | nc -w 2 127.0.0.1 " + std::to_string(port) + "; echo rc=$?"});
   EXPECT_NE(nc.out.find("rc=1"), std::string::npos) << nc.out << nc.err;
   // Nothing arrived on the host side.
   sockaddr_in peer{};
@@ -456,10 +454,14 @@ class MicrovmSnapshotTest : public MicrovmTest {
     }
     vms_.clear();
     ::unsetenv("SKIFF_MICROVM_SNAPSHOT");
-    if (saved_cache_.empty()) ::unsetenv("SKIFF_CACHE_DIR");
-    else ::setenv("SKIFF_CACHE_DIR", saved_cache_.c_str(), 1);
-    if (saved_kernel_.empty()) ::unsetenv("SKIFF_KERNEL");
-    else ::setenv("SKIFF_KERNEL", saved_kernel_.c_str(), 1);
+    if (saved_cache_.empty())
+      ::unsetenv("SKIFF_CACHE_DIR");
+    else
+      ::setenv("SKIFF_CACHE_DIR", saved_cache_.c_str(), 1);
+    if (saved_kernel_.empty())
+      ::unsetenv("SKIFF_KERNEL");
+    else
+      ::setenv("SKIFF_KERNEL", saved_kernel_.c_str(), 1);
     std::string rm = "rm -rf '" + cache_ + "'";
     EXPECT_EQ(std::system(rm.c_str()), 0);
   }
@@ -474,8 +476,7 @@ class MicrovmSnapshotTest : public MicrovmTest {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
       if (n == "." || n == ".." || n.find(".lock") != std::string::npos) continue;
-      if (::access((root + "/" + n + "/state").c_str(), R_OK) == 0 &&
-          n.find('.') == std::string::npos)
+      if (::access((root + "/" + n + "/state").c_str(), R_OK) == 0 && n.find('.') == std::string::npos)
         out.push_back(root + "/" + n);
       else if (other)
         other->push_back(n);

@@ -5,42 +5,41 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <ifaddrs.h>
+#include <ldns/ldns.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <map>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <ldns/ldns.h>
-#include <nlohmann/json.hpp>
-
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "base/text.h"
+#include "busybox_rootfs.h"
 #include "images/catalog.h"
 #include "isolation/jail/jail.h"
 #include "isolation/microvm/microvm.h"
 #include "isolation/net/sandbox_net.h"
 #include "protocol/client.h"
-#include "busybox_rootfs.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
@@ -139,7 +138,7 @@ int NetnsUsers(uint64_t ino) {
 }
 
 bool Alive(pid_t pid) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0;
 }
 
@@ -188,8 +187,7 @@ std::string ProbeScript(uint16_t listed, uint16_t unlisted, const std::string& h
 }
 
 void ExpectProbe(const std::string& out, const std::string& nic, bool have_host_ip) {
-  EXPECT_NE(out.find("ifs: " + std::string(nic == "eth0" ? "eth0 lo" : "lo tap0") + "\n"),
-            std::string::npos)
+  EXPECT_NE(out.find("ifs: " + std::string(nic == "eth0" ? "eth0 lo" : "lo tap0") + "\n"), std::string::npos)
       << out;
   EXPECT_NE(out.find("default: " + nic + " 0202000A\n"), std::string::npos) << out;  // via 10.0.2.2
   EXPECT_NE(out.find("resolv: nameserver 10.0.2.3\n"), std::string::npos) << out;
@@ -226,8 +224,8 @@ class NetworkTest : public ::testing::Test {
   }
 
   // Starts, probes, stops and checks that nothing of the network is left.
-  void RunProbe(Isolator& iso, SandboxPolicy p, const std::string& nic,
-                const std::string& extra_script = "", std::string* extra_out = nullptr) {
+  void RunProbe(Isolator& iso, SandboxPolicy p, const std::string& nic, const std::string& extra_script = "",
+                std::string* extra_out = nullptr) {
     auto inst = iso.Start(p);
     ASSERT_TRUE(inst.ok()) << inst.error().ToString();
     json d = (*inst)->Describe();
@@ -274,7 +272,8 @@ TEST_F(NetworkTest, JailEgressPolicyAndTeardown) {
   RunProbe(*iso, p, "tap0",
            "/bin/busybox ip link set tap0 down 2>/dev/null; echo link=$?; "
            "/bin/busybox ip route del default 2>/dev/null; echo route=$?; "
-           "/bin/busybox nc -w 2 10.0.2.2 " + std::to_string(listed_.port()) + " </dev/null",
+           "/bin/busybox nc -w 2 10.0.2.2 " +
+               std::to_string(listed_.port()) + " </dev/null",
            &tamper);
   EXPECT_EQ(tamper.find("link=0"), std::string::npos) << tamper;
   EXPECT_EQ(tamper.find("route=0"), std::string::npos) << tamper;
@@ -293,7 +292,7 @@ TEST_F(NetworkTest, JailRefusesAnUnparsableAllowEntryNamingTheKey) {
   EXPECT_EQ(inst.error().code(), Code::kS300);
   EXPECT_NE(inst.error().message().find("network.allow[2] 'bad entry!'"), std::string::npos)
       << inst.error().message();
-  struct stat st{};
+  struct stat st {};
   EXPECT_NE(::stat(p.state_dir.c_str(), &st), 0) << "a failed create left its state dir";
 }
 
@@ -302,8 +301,7 @@ TEST_F(NetworkTest, AllowCidrRulesetsLoadInTheKernel) {
   // families), and the setup is torn down with the object.
   for (auto mode : {net::Mode::kLocal, net::Mode::kBridge}) {
     auto sn = net::SandboxNet::Create(
-        {{listed_.port(), 443}, {"10.20.0.0/16", "203.0.113.9", "198.51.100.0/24", "2001:db8::/32"}},
-        mode);
+        {{listed_.port(), 443}, {"10.20.0.0/16", "203.0.113.9", "198.51.100.0/24", "2001:db8::/32"}}, mode);
     ASSERT_TRUE(sn.ok()) << sn.error().ToString();
     pid_t helper = (*sn)->helper_pid();
     EXPECT_TRUE((*sn)->HelperRunning());
@@ -530,8 +528,8 @@ std::string Ask(int netns_fd, const std::string& name, bool tcp = false,
     if (raw) {
       msg = *raw;
     } else {
-      ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name.c_str()), LDNS_RR_TYPE_A,
-                                       LDNS_RR_CLASS_IN, LDNS_RD);
+      ldns_pkt* q =
+          ldns_pkt_query_new(ldns_dname_new_frm_str(name.c_str()), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
       ldns_pkt_set_id(q, 4242);
       uint8_t* w = nullptr;
       size_t wl = 0;
@@ -597,16 +595,12 @@ class DomainAllowTest : public NetworkTest {
     NetworkTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     // TTL 5 is raised to the 30 s minimum of the set; 86400 capped to 1 h.
-    for (const char* rr : {"api.example.test. 5 IN A 198.51.100.7",
-                           "x.wild.test. 86400 IN A 198.51.100.8",
-                           "a.b.wild.test. 300 IN A 198.51.100.8",
-                           "wild.test. 300 IN A 198.51.100.99",
-                           "other.test. 300 IN A 198.51.100.9",
-                           "rebind.example.test. 300 IN A 127.0.0.1",
-                           "rebind.example.test. 300 IN A 10.0.0.1",
-                           "rebind.example.test. 300 IN A 169.254.169.254",
-                           "alias.example.test. 300 IN CNAME cdn.other.test.",
-                           "cdn.other.test. 300 IN A 198.51.100.11"})
+    for (const char* rr :
+         {"api.example.test. 5 IN A 198.51.100.7", "x.wild.test. 86400 IN A 198.51.100.8",
+          "a.b.wild.test. 300 IN A 198.51.100.8", "wild.test. 300 IN A 198.51.100.99",
+          "other.test. 300 IN A 198.51.100.9", "rebind.example.test. 300 IN A 127.0.0.1",
+          "rebind.example.test. 300 IN A 10.0.0.1", "rebind.example.test. 300 IN A 169.254.169.254",
+          "alias.example.test. 300 IN CNAME cdn.other.test.", "cdn.other.test. 300 IN A 198.51.100.11"})
       upstream_.Add(rr);
     ::setenv("SKIFF_DNS_UPSTREAM", ("127.0.0.1:" + std::to_string(upstream_.port())).c_str(), 1);
   }
@@ -635,7 +629,8 @@ class DomainAllowTest : public NetworkTest {
     std::string rebind = Ask(netns_fd, "rebind.example.test");
     EXPECT_EQ(rebind.rfind("NOERROR:", 0), 0u) << rebind;
     // Garbage gets FORMERR or nothing, and the filter keeps serving.
-    std::vector<uint8_t> junk = {0x12, 0x34, 0x01, 0x00, 0x00, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03};
+    std::vector<uint8_t> junk = {0x12, 0x34, 0x01, 0x00, 0x00, 0x05, 0xff,
+                                 0xff, 0xff, 0xff, 0xff, 0xff, 0x03};
     EXPECT_EQ(Ask(netns_fd, "", false, &junk), "FORMERR:");
     std::vector<uint8_t> tiny = {1, 2, 3};
     EXPECT_EQ(Ask(netns_fd, "", false, &tiny), "timeout");
@@ -681,12 +676,12 @@ TEST_F(DomainAllowTest, JailResolvesOnlyAllowedNamesAndReachesOnlyTheirAddresses
   int peer = NewNetns();
   ASSERT_GE(peer, 0);
   std::string peer_path = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(peer);
-  std::string setup = Shell(
-      "set -e; nsenter --net=" + ns + " ip link add sbx0 type veth peer name peer0 netns " + peer_path +
-      "; nsenter --net=" + ns + " ip link set sbx0 up; nsenter --net=" + ns +
-      " ip route add 198.51.100.0/24 dev sbx0; nsenter --net=" + peer_path +
-      " sh -c 'ip link set lo up; ip link set peer0 up; for a in 7 8 9 11; do ip addr add "
-      "198.51.100.$a/32 dev peer0; done; ip route add 10.0.2.0/24 dev peer0'");
+  std::string setup =
+      Shell("set -e; nsenter --net=" + ns + " ip link add sbx0 type veth peer name peer0 netns " + peer_path +
+            "; nsenter --net=" + ns + " ip link set sbx0 up; nsenter --net=" + ns +
+            " ip route add 198.51.100.0/24 dev sbx0; nsenter --net=" + peer_path +
+            " sh -c 'ip link set lo up; ip link set peer0 up; for a in 7 8 9 11; do ip addr add "
+            "198.51.100.$a/32 dev peer0; done; ip route add 10.0.2.0/24 dev peer0'");
   ASSERT_EQ(setup.find("<exit"), std::string::npos) << setup;
   auto web = InNetns(peer, [] { return std::make_unique<HostServer>("0.0.0.0", "peer"); });
   ASSERT_TRUE(web && web->ok());
@@ -707,18 +702,27 @@ TEST_F(DomainAllowTest, JailResolvesOnlyAllowedNamesAndReachesOnlyTheirAddresses
     auto c = proto::Client::Connect((*inst)->TakeChannel(), 30s);
     ASSERT_TRUE(c.ok()) << c.error().ToString();
     std::string port = std::to_string(web->port());
-    std::string out = Sh(
-        **c,
-        "try() { if /bin/busybox nc -w 2 $2 $3 </dev/null >/tmp/nc.$1 2>&1; then "
-        "echo \"$1: ok $(cat /tmp/nc.$1)\"; else echo \"$1: fail\"; fi; }\n"
-        "/bin/busybox nslookup api.example.test >/tmp/ns1 2>&1; echo lookup=$?; grep -c 198.51.100.7 /tmp/ns1\n"
-        "/bin/busybox nslookup other.test >/tmp/ns2 2>&1; echo refused=$?; grep -o REFUSED /tmp/ns2 | head -1\n"
-        "try named 198.51.100.7 " + port + "\n"
-        "try wildcard 198.51.100.8 " + port + "\n"
-        "try cname 198.51.100.11 " + port + "\n"
-        "try unnamed 198.51.100.9 " + port + "\n"
-        "try dns53 198.51.100.7 53\n"
-        "try rebind 10.0.0.1 80\n");
+    std::string out = Sh(**c,
+                         "try() { if /bin/busybox nc -w 2 $2 $3 </dev/null >/tmp/nc.$1 2>&1; then "
+                         "echo \"$1: ok $(cat /tmp/nc.$1)\"; else echo \"$1: fail\"; fi; }\n"
+                         "/bin/busybox nslookup api.example.test >/tmp/ns1 2>&1; echo lookup=$?; grep -c "
+                         "198.51.100.7 /tmp/ns1\n"
+                         "/bin/busybox nslookup other.test >/tmp/ns2 2>&1; echo refused=$?; grep -o REFUSED "
+                         "/tmp/ns2 | head -1\n"
+                         "try named 198.51.100.7 " +
+                             port +
+                             "\n"
+                             "try wildcard 198.51.100.8 " +
+                             port +
+                             "\n"
+                             "try cname 198.51.100.11 " +
+                             port +
+                             "\n"
+                             "try unnamed 198.51.100.9 " +
+                             port +
+                             "\n"
+                             "try dns53 198.51.100.7 53\n"
+                             "try rebind 10.0.0.1 80\n");
     EXPECT_NE(out.find("lookup=0\n1\n"), std::string::npos) << out;
     EXPECT_NE(out.find("refused=1\nREFUSED\n"), std::string::npos) << out;
     EXPECT_NE(out.find("named: ok hello-peer\n"), std::string::npos) << out;
@@ -784,7 +788,8 @@ TEST_F(DomainAllowTest, AFloodedFilterSlowsOnlyItsOwnSandbox) {
       for (int i = 0; i < 20000; ++i) {
         int kind = i % 3;
         const char* name = kind == 0 ? "api.example.test" : kind == 1 ? "other.test" : "x";
-        ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
+        ldns_pkt* q =
+            ldns_pkt_query_new(ldns_dname_new_frm_str(name), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
         uint8_t* w = nullptr;
         size_t wl = 0;
         ldns_pkt2wire(&w, q, &wl);
@@ -852,9 +857,7 @@ class MicrovmNetworkTest : public OnMicrovm<NetworkTest> {
   }
 };
 
-TEST_F(MicrovmNetworkTest, GuestEgressPolicyAndTeardown) {
-  RunProbe(*iso_, VmPolicy(true), "eth0");
-}
+TEST_F(MicrovmNetworkTest, GuestEgressPolicyAndTeardown) { RunProbe(*iso_, VmPolicy(true), "eth0"); }
 
 using MicrovmDomainAllowTest = OnMicrovm<DomainAllowTest>;
 

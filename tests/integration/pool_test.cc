@@ -2,6 +2,7 @@
 // claiming, matching, invisibility, isolation between claims, refill after
 // an agent death, backoff on failing fills, and a clean shutdown.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,8 +13,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "base/paths.h"
 #include "footprint.h"
@@ -217,14 +216,16 @@ TEST_F(PoolTest, AClaimedSandboxsWritesNeverReachAnotherPooledOne) {
   cs.image = "host";
   auto a = mgr_->Create(cs);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
-  auto w = Sh(a->sandbox_id, "echo secret > /usr/pool-probe && echo x > /tmp/pool-probe && "
-                             "echo y > /etc/pool-probe && cat /usr/pool-probe");
+  auto w = Sh(a->sandbox_id,
+              "echo secret > /usr/pool-probe && echo x > /tmp/pool-probe && "
+              "echo y > /etc/pool-probe && cat /usr/pool-probe");
   ASSERT_TRUE(w.ok()) << w.error().ToString();
   ASSERT_EQ(w->stdout_text, "secret\n") << w->stderr_text;
   struct stat st;
   EXPECT_NE(stat("/usr/pool-probe", &st), 0) << "a sandbox write reached the host";
   const std::string check =
-      "for f in /usr/pool-probe /tmp/pool-probe /etc/pool-probe; do test -e $f && echo leaked $f; done; echo done";
+      "for f in /usr/pool-probe /tmp/pool-probe /etc/pool-probe; do test -e $f && echo leaked $f; done; echo "
+      "done";
   // The sandbox booted alongside it, and the one booted after it stopped.
   auto b = mgr_->Create(cs);
   ASSERT_TRUE(b.ok());

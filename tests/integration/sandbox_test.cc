@@ -1,6 +1,7 @@
 // End-to-end behaviour of SandboxManager on the jail backend: the library
 // API that the CLI, the HTTP API and the iii transport all call.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "base/paths.h"
 #include "footprint.h"
@@ -229,8 +228,7 @@ TEST_F(SandboxTest, ExecConcurrencyCapIsS003) {
   std::string id = Create();
   std::vector<std::thread> ts;
   std::atomic<int> running{0};
-  for (int i = 0; i < 4; ++i)
-    ts.emplace_back([&] { (void)Sh(id, "sleep 2"); });
+  for (int i = 0; i < 4; ++i) ts.emplace_back([&] { (void)Sh(id, "sleep 2"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto r = Sh(id, "true");
   ASSERT_FALSE(r.ok());
@@ -253,8 +251,10 @@ TEST_F(SandboxTest, SandboxCapIsAtomicUnderConcurrentCreates) {
       CreateSpec cs;
       cs.image = "host";
       auto r = mgr_->Create(cs);
-      if (r.ok()) ++ok;
-      else if (r.error().code() == Code::kS400) ++s400;
+      if (r.ok())
+        ++ok;
+      else if (r.error().code() == Code::kS400)
+        ++s400;
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(ok.load(), 8);
@@ -276,7 +276,13 @@ TEST_F(SandboxTest, IdleSandboxIsReaped) {
 
 TEST_F(SandboxTest, NoTraceAfter200RunsAnd16Concurrent) {
   // Warm up lazily created state (caches, runtime dirs) before counting.
-  { RunSpec rs; rs.create.image = "host"; rs.lang = "sh"; rs.code = "true"; ASSERT_TRUE(mgr_->Run(rs).ok()); }
+  {
+    RunSpec rs;
+    rs.create.image = "host";
+    rs.lang = "sh";
+    rs.code = "true";
+    ASSERT_TRUE(mgr_->Run(rs).ok());
+  }
   mgr_.reset();
   SetUp();
   Footprint before = Measure();

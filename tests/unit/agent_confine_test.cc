@@ -1,20 +1,19 @@
 // The child confinement: built once, applied in a forked child, checked from
 // inside that child.
-#include "confine/confine.h"
-
+#include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 
-#include <gtest/gtest.h>
+#include "confine/confine.h"
 
 namespace skiff::confine {
 namespace {
@@ -62,29 +61,31 @@ TEST_F(Confine, DeniedSyscallsFailWithEperm) {
   EXPECT_EQ(expect_eperm([] { return static_cast<int>(::syscall(SYS_setns, 0, 0)); }), 0);
   EXPECT_EQ(expect_eperm([] { return ::personality(0x0040000 /* ADDR_NO_RANDOMIZE */); }), 0);
   // clone3 answers ENOSYS so libc falls back to clone.
-  EXPECT_EQ(InConfinedChild(policy_, [] {
-              long r = ::syscall(SYS_clone3, nullptr, 0);
-              return (r == -1 && errno == ENOSYS) ? 0 : 1;
-            }),
+  EXPECT_EQ(InConfinedChild(policy_,
+                            [] {
+                              long r = ::syscall(SYS_clone3, nullptr, 0);
+                              return (r == -1 && errno == ENOSYS) ? 0 : 1;
+                            }),
             0);
 }
 
 TEST_F(Confine, OrdinaryThingsStillWork) {
-  EXPECT_EQ(InConfinedChild(policy_, [] {
-              // fork, plain unshare flags, the personality query and default.
-              pid_t c = ::fork();
-              if (c == 0) ::_exit(7);
-              int st = 0;
-              ::waitpid(c, &st, 0);
-              if (!WIFEXITED(st) || WEXITSTATUS(st) != 7) return 1;
-              if (::unshare(CLONE_FILES) != 0) return 2;
-              if (::personality(0xffffffff) == -1) return 3;
-              if (::personality(PER_LINUX) == -1) return 4;
-              if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return 5;
-              if (::prctl(PR_CAPBSET_READ, 21 /* CAP_SYS_ADMIN */, 0, 0, 0) != 0) return 6;
-              if (::prctl(PR_CAPBSET_READ, 0 /* CAP_CHOWN */, 0, 0, 0) != 1) return 8;
-              return 0;
-            }),
+  EXPECT_EQ(InConfinedChild(policy_,
+                            [] {
+                              // fork, plain unshare flags, the personality query and default.
+                              pid_t c = ::fork();
+                              if (c == 0) ::_exit(7);
+                              int st = 0;
+                              ::waitpid(c, &st, 0);
+                              if (!WIFEXITED(st) || WEXITSTATUS(st) != 7) return 1;
+                              if (::unshare(CLONE_FILES) != 0) return 2;
+                              if (::personality(0xffffffff) == -1) return 3;
+                              if (::personality(PER_LINUX) == -1) return 4;
+                              if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return 5;
+                              if (::prctl(PR_CAPBSET_READ, 21 /* CAP_SYS_ADMIN */, 0, 0, 0) != 0) return 6;
+                              if (::prctl(PR_CAPBSET_READ, 0 /* CAP_CHOWN */, 0, 0, 0) != 1) return 8;
+                              return 0;
+                            }),
             0);
 }
 

@@ -1,7 +1,5 @@
 // Pure helpers of the agent: globs, sed replacement expansion, line
 // splitting, UTF-8 cuts, mode strings, path pieces.
-#include "agent/text_util.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,6 +8,7 @@
 #include <map>
 
 #include "agent/spawn.h"
+#include "agent/text_util.h"
 
 namespace skiff::agent {
 namespace {
@@ -67,11 +66,14 @@ TEST(AgentGlob, Selection) {
 std::string Expand(std::string_view repl, std::vector<std::string_view> groups,
                    std::map<std::string, int> names = {}) {
   std::string out;
-  ExpandReplacement(repl, groups, [&](std::string_view n) -> std::optional<int> {
-    auto it = names.find(std::string(n));
-    if (it == names.end()) return std::nullopt;
-    return it->second;
-  }, out);
+  ExpandReplacement(
+      repl, groups,
+      [&](std::string_view n) -> std::optional<int> {
+        auto it = names.find(std::string(n));
+        if (it == names.end()) return std::nullopt;
+        return it->second;
+      },
+      out);
   return out;
 }
 
@@ -83,10 +85,10 @@ TEST(AgentSedExpand, GroupsNamesAndDollars) {
   EXPECT_EQ(Expand("$$1", g), "$1");
   EXPECT_EQ(Expand("a$", g), "a$");
   EXPECT_EQ(Expand("$-x", g), "$-x");
-  EXPECT_EQ(Expand("${1", g), "${1");          // unclosed brace is literal
+  EXPECT_EQ(Expand("${1", g), "${1");  // unclosed brace is literal
   EXPECT_EQ(Expand("${}", g), "${}");
-  EXPECT_EQ(Expand("$9", g), "");              // unknown group
-  EXPECT_EQ(Expand("$1x", g), "");             // longest run: group "1x" is unknown
+  EXPECT_EQ(Expand("$9", g), "");   // unknown group
+  EXPECT_EQ(Expand("$1x", g), "");  // longest run: group "1x" is unknown
   EXPECT_EQ(Expand("${1}x", g), "onex");
   EXPECT_EQ(Expand("$word_1", g, {{"word_1", 2}}), "two");
   EXPECT_EQ(Expand("${word_1}!", g, {{"word_1", 1}}), "one!");

@@ -1,8 +1,8 @@
 // Pure helpers of the HTTP/WebSocket transports and the data channel queue.
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "api/channels.h"
 #include "api/http_util.h"
@@ -84,8 +84,11 @@ TEST(ApiHttpTest, ParsePayload) {
 }
 
 TEST(ApiHttpTest, DumpNeverThrowsOnInvalidUtf8) {
-  nlohmann::json j = {{"s", std::string("a\xff" "b")}};
-  EXPECT_EQ(Dump(j), "{\"s\":\"a\xEF\xBF\xBD" "b\"}");
+  nlohmann::json j = {{"s", std::string("a\xff"
+                                        "b")}};
+  EXPECT_EQ(Dump(j),
+            "{\"s\":\"a\xEF\xBF\xBD"
+            "b\"}");
 }
 
 TEST(ApiHttpTest, TokensAndModes) {

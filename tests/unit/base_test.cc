@@ -1,5 +1,6 @@
 // The host helpers of src/base, without root.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,8 +9,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "base/fd_pair.h"

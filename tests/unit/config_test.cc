@@ -1,11 +1,11 @@
 // Config parsing and validation (spec §7.1).
 #include "sandbox/config.h"
 
-#include <cstdio>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace skiff {
 namespace {
@@ -152,8 +152,8 @@ TEST(ConfigTest, NetworkAllowEntries) {
       "network:\n  allow: [example.com, \"*.example.org\", 10.0.0.0/8, 2001:db8::/32, "
       "203.0.113.7, \"::1\"]\n");
   EXPECT_EQ(c.network.allow.size(), 6u);
-  for (const char* bad : {"\"\"", "10.0.0.0/33", "300.1.1.1", "\"bad domain\"", "\"-x.com\"",
-                          "1.2.3.4/", "\"*.\"", "fe80::/129", "\"exa_mple.com\""}) {
+  for (const char* bad : {"\"\"", "10.0.0.0/33", "300.1.1.1", "\"bad domain\"", "\"-x.com\"", "1.2.3.4/",
+                          "\"*.\"", "fe80::/129", "\"exa_mple.com\""}) {
     std::string msg = ErrorOf(std::string("network:\n  allow: [") + bad + "]\n");
     EXPECT_THAT(msg, HasSubstr("network.allow[0]")) << bad;
   }
@@ -170,8 +170,7 @@ TEST(ConfigTest, PortsMustBeInRange) {
 TEST(ConfigTest, TypesAreChecked) {
   EXPECT_THAT(ErrorOf("auto_install: maybe\n"), HasSubstr("auto_install"));
   EXPECT_THAT(ErrorOf("max_concurrent_sandboxes: 1.5\n"), HasSubstr("max_concurrent_sandboxes"));
-  EXPECT_THAT(ErrorOf("max_concurrent_sandboxes: 4294967296\n"),
-              HasSubstr("max_concurrent_sandboxes"));
+  EXPECT_THAT(ErrorOf("max_concurrent_sandboxes: 4294967296\n"), HasSubstr("max_concurrent_sandboxes"));
   EXPECT_THAT(ErrorOf("max_concurrent_sandboxes: [1]\n"), HasSubstr("max_concurrent_sandboxes"));
   EXPECT_THAT(ErrorOf("default_idle_timeout_secs: -5\n"), HasSubstr("default_idle_timeout_secs"));
   EXPECT_THAT(ErrorOf("default_cpus: 0\n"), HasSubstr("default_cpus"));

@@ -1,8 +1,8 @@
 // Request decoding: S001 message forms, env shapes, base64, mode strings,
 // UUID forms, the shell-line splitter and command-shape resolution.
-#include "functions/decode.h"
-
 #include <gtest/gtest.h>
+
+#include "functions/decode.h"
 
 namespace skiff::fn {
 namespace {
@@ -28,9 +28,12 @@ TEST(Payload, NullAndObjectAccepted) {
 }
 
 TEST(Payload, NonObjectIsS001WithType) {
-  struct Case { json v; std::string type; };
-  for (const auto& c : std::vector<Case>{{json::array(), "array"}, {"x", "string"}, {1, "number"},
-                                          {1.5, "number"}, {true, "boolean"}}) {
+  struct Case {
+    json v;
+    std::string type;
+  };
+  for (const auto& c : std::vector<Case>{
+           {json::array(), "array"}, {"x", "string"}, {1, "number"}, {1.5, "number"}, {true, "boolean"}}) {
     Error e = Err(NormalizePayload(c.v));
     EXPECT_EQ(e.code(), Code::kS001);
     EXPECT_EQ(Msg(e), "invalid request: payload must be a JSON object, got " + c.type);
@@ -195,11 +198,11 @@ TEST(Mode, Format) {
 
 TEST(SandboxId, AcceptedForms) {
   const std::string canon = "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11";
-  for (std::string in : {"3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11", "3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11",
-                         "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11", "{3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11}",
-                         "urn:uuid:3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11",
-                         "URN:UUID:3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11",
-                         "Urn:Uuid:3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11"}) {
+  for (std::string in :
+       {"3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11", "3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11",
+        "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11", "{3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11}",
+        "urn:uuid:3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11", "URN:UUID:3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11",
+        "Urn:Uuid:3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11"}) {
     auto r = ParseSandboxId(in);
     ASSERT_TRUE(r.ok()) << in;
     EXPECT_EQ(*r, canon);
@@ -207,9 +210,9 @@ TEST(SandboxId, AcceptedForms) {
 }
 
 TEST(SandboxId, Rejected) {
-  for (std::string bad : {"", "nope", "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d1",
-                          "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11x", "3f0c1a52_6a7e_4c1e_9d2b_0b6f2a9e4d11",
-                          "g f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d1"}) {
+  for (std::string bad :
+       {"", "nope", "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d1", "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11x",
+        "3f0c1a52_6a7e_4c1e_9d2b_0b6f2a9e4d11", "g f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d1"}) {
     Error e = Err(ParseSandboxId(bad));
     EXPECT_EQ(e.code(), Code::kS001);
     EXPECT_EQ(Msg(e), "invalid request: sandbox_id: not a UUID: " + bad);
@@ -248,7 +251,10 @@ TEST(Shlex, SpecExamplesAndRules) {
       {"#only a comment", {}},
       {"a #c1\nb", {"a", "b"}},
       {"node\r", {"node\r"}},
-      {"a\xc2\xa0" "b", {"a\xc2\xa0" "b"}},
+      {"a\xc2\xa0"
+       "b",
+       {"a\xc2\xa0"
+        "b"}},
       {"\\#x", {"#x"}},
       {"''#x", {"#x"}},
       {"", {}},
@@ -269,9 +275,9 @@ TEST(Shlex, Errors) {
 }
 
 TEST(Whitespace, UnicodeWhiteSpaceSet) {
-  for (std::string ws : {"\t", "\n", "\v", "\f", "\r", " ", "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80",
-                         "\xe2\x80\x80", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf",
-                         "\xe2\x81\x9f", "\xe3\x80\x80"}) {
+  for (std::string ws :
+       {"\t", "\n", "\v", "\f", "\r", " ", "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\x80",
+        "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"}) {
     EXPECT_TRUE(ContainsUnicodeWhitespace("a" + ws + "b")) << json(ws).dump();
   }
   for (std::string no : {"node", "\xe2\x80\x8b" /* U+200B is not White_Space */, "\xc2\xa9", "é"}) {
@@ -312,8 +318,7 @@ TEST(Command, Errors) {
   EXPECT_EQ(msg("# c", {}, {}), "invalid request: cmd is empty after split");
   EXPECT_EQ(msg("ls -l", {"/"}, {}).rfind("invalid request: ambiguous command", 0), 0u);
   EXPECT_EQ(msg("x", {}, {"ls"}), "invalid request: argv cannot be combined with cmd/args; pick one shape");
-  EXPECT_EQ(msg("", {"x"}, {"ls"}),
-            "invalid request: argv cannot be combined with cmd/args; pick one shape");
+  EXPECT_EQ(msg("", {"x"}, {"ls"}), "invalid request: argv cannot be combined with cmd/args; pick one shape");
   const std::string none = "invalid request: no program given: set cmd, or argv with at least one element";
   EXPECT_EQ(msg("", {}, {}), none);
   EXPECT_EQ(msg("", {"x"}, {}), none);
@@ -356,15 +361,19 @@ TEST(DecodeCreate, FieldsAndRanges) {
 
   auto m = [](const json& p) { return DecodeCreate(p).error().message(); };
   EXPECT_EQ(m(json::object()), "invalid request: missing required field 'image' (expected string)");
-  EXPECT_EQ(m({{"image", "x"}, {"cpus", 0}}), "invalid request: field 'cpus': must be between 1 and 255, got 0");
-  EXPECT_EQ(m({{"image", "x"}, {"cpus", 256}}), "invalid request: field 'cpus': must be between 1 and 255, got 256");
+  EXPECT_EQ(m({{"image", "x"}, {"cpus", 0}}),
+            "invalid request: field 'cpus': must be between 1 and 255, got 0");
+  EXPECT_EQ(m({{"image", "x"}, {"cpus", 256}}),
+            "invalid request: field 'cpus': must be between 1 and 255, got 256");
   EXPECT_EQ(m({{"image", "x"}, {"cpus", 4294967296ULL}}),
             "invalid request: field 'cpus': value 4294967296 exceeds 4294967295");
-  EXPECT_EQ(m({{"image", "x"}, {"memory_mb", 63}}), "invalid request: field 'memory_mb': must be at least 64, got 63");
+  EXPECT_EQ(m({{"image", "x"}, {"memory_mb", 63}}),
+            "invalid request: field 'memory_mb': must be at least 64, got 63");
   EXPECT_EQ(m({{"image", "x"}, {"isolation", "docker"}}),
             "invalid request: field 'isolation': must be \"microvm\" or \"jail\", got \"docker\"");
-  EXPECT_EQ(m({{"image", "x"}, {"env", {{"9bad", "1"}}}}),
-            "invalid request: env: invalid variable name(s) [\"9bad\"]; names must match [A-Za-z_][A-Za-z0-9_]*");
+  EXPECT_EQ(
+      m({{"image", "x"}, {"env", {{"9bad", "1"}}}}),
+      "invalid request: env: invalid variable name(s) [\"9bad\"]; names must match [A-Za-z_][A-Za-z0-9_]*");
 }
 
 TEST(DecodeExec, Full) {
@@ -379,10 +388,12 @@ TEST(DecodeExec, Full) {
   EXPECT_EQ(spec->timeout_ms, 5u);
   EXPECT_EQ(spec->workdir, "/srv");
   // timeout 0 is passed through (S200 is the manager's, after admission)
-  auto zero = DecodeExec(json{{"sandbox_id", "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11"}, {"cmd", "x"}, {"timeout_ms", 0}});
+  auto zero =
+      DecodeExec(json{{"sandbox_id", "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11"}, {"cmd", "x"}, {"timeout_ms", 0}});
   ASSERT_TRUE(zero.ok());
   EXPECT_EQ(zero->timeout_ms, 0u);
-  auto nostdin = DecodeExec(json{{"sandbox_id", "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11"}, {"cmd", "x"}, {"stdin", ""}});
+  auto nostdin =
+      DecodeExec(json{{"sandbox_id", "3f0c1a526a7e4c1e9d2b0b6f2a9e4d11"}, {"cmd", "x"}, {"stdin", ""}});
   ASSERT_TRUE(nostdin.ok());
   EXPECT_EQ(nostdin->stdin_bytes, "");
 }
@@ -406,8 +417,8 @@ TEST(DecodeExec, Errors) {
             "invalid request: field 'args[1]': contains a NUL byte");
   EXPECT_EQ(m({{"sandbox_id", id}, {"argv", {std::string("\0", 1)}}}),
             "invalid request: field 'argv[0]': contains a NUL byte");
-  EXPECT_EQ(m({{"sandbox_id", id}, {"cmd", "ls"}, {"stdin", "!!"}}).rfind(
-                "invalid request: stdin: invalid base64: ", 0),
+  EXPECT_EQ(m({{"sandbox_id", id}, {"cmd", "ls"}, {"stdin", "!!"}})
+                .rfind("invalid request: stdin: invalid base64: ", 0),
             0u);
   EXPECT_EQ(m({{"sandbox_id", id}, {"cmd", "ls"}, {"timeout_ms", -1}}),
             "invalid request: field 'timeout_ms': expected integer ≥ 0, got -1");

@@ -14,11 +14,10 @@ using nlohmann::json;
 TEST(ErrorWire, SortedKeysAndFields) {
   Error e(Code::kS002, "sandbox not found: 3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11");
   json w = ErrorToWire(e, "docs/errors.md");
-  EXPECT_EQ(w.dump(),
-            R"({"code":"S002","docs_url":"docs/errors.md#S002","fix":null,)"
-            R"("fix_note":"this sandbox no longer exists; call sandbox::create to get a new one",)"
-            R"("message":"sandbox not found: 3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11",)"
-            R"("retryable":false,"type":"validation"})");
+  EXPECT_EQ(w.dump(), R"({"code":"S002","docs_url":"docs/errors.md#S002","fix":null,)"
+                      R"("fix_note":"this sandbox no longer exists; call sandbox::create to get a new one",)"
+                      R"("message":"sandbox not found: 3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11",)"
+                      R"("retryable":false,"type":"validation"})");
   EXPECT_FALSE(w.contains("details"));
 }
 
@@ -36,7 +35,10 @@ TEST(ErrorWire, SpecExampleParentsFix) {
 
 TEST(ErrorWire, DetailsKeyOrder) {
   Error e(Code::kS200, "exec timed out after 5 ms");
-  e.set_details({{"stdout", "a"}, {"stderr", ""}, {"duration_ms", 5}, {"stdout_truncated", false},
+  e.set_details({{"stdout", "a"},
+                 {"stderr", ""},
+                 {"duration_ms", 5},
+                 {"stdout_truncated", false},
                  {"stderr_truncated", false}});
   json w = ErrorToWire(e, "https://example.org/errors");
   std::vector<std::string> keys;
@@ -117,8 +119,8 @@ TEST(ErrorTable, FixNotesExactText) {
   EXPECT_EQ(note(Code::kS400),
             "a configured limit was hit: stop sandboxes you no longer need, lower cpus/memory_mb, or "
             "ask the operator to raise the limit");
-  for (Code c : {Code::kS210, Code::kS211, Code::kS212, Code::kS213, Code::kS214, Code::kS215,
-                 Code::kS216, Code::kS217, Code::kS218, Code::kS219}) {
+  for (Code c : {Code::kS210, Code::kS211, Code::kS212, Code::kS213, Code::kS214, Code::kS215, Code::kS216,
+                 Code::kS217, Code::kS218, Code::kS219}) {
     EXPECT_TRUE(note(c).is_null()) << CodeName(c);
   }
 }
@@ -161,7 +163,12 @@ TEST(RunStep, CreateStepHasEmptyIdAndReplacesFix) {
 }
 
 TEST(RunStep, LangTable) {
-  struct L { const char* lang; const char* prog; const char* file; bool bash; };
+  struct L {
+    const char* lang;
+    const char* prog;
+    const char* file;
+    bool bash;
+  };
   for (const L& l : std::vector<L>{{"node", "node", "/tmp/run.js", false},
                                    {"js", "node", "/tmp/run.js", false},
                                    {"javascript", "node", "/tmp/run.js", false},

@@ -57,8 +57,8 @@ Result<nlohmann::json> SandboxManager::Fs(const std::string& id, const nlohmann:
   return Fake().fs_result;
 }
 
-Result<nlohmann::json> SandboxManager::FsWrite(const std::string& id, const std::string& path,
-                                               uint32_t mode, bool parents, const ByteSource& source) {
+Result<nlohmann::json> SandboxManager::FsWrite(const std::string& id, const std::string& path, uint32_t mode,
+                                               bool parents, const ByteSource& source) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   Fake().write_path = path;
   Fake().write_mode = mode;
@@ -75,8 +75,7 @@ Result<nlohmann::json> SandboxManager::FsWrite(const std::string& id, const std:
 }
 
 Status SandboxManager::FsRead(const std::string& id, const std::string&,
-                              const std::function<void(const FsReadMeta&)>& on_meta,
-                              const ByteSink& sink) {
+                              const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   ++Fake().reads;
   on_meta(FsReadMeta{Fake().file.size(), Fake().file_mode, 1788264000});

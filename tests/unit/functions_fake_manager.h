@@ -3,11 +3,10 @@
 // handlers' calls (ops, specs, sources) can be observed without sandboxes.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "functions/registry.h"
 #include "sandbox/manager.h"
@@ -49,9 +48,8 @@ class FakeBroker : public ChannelBroker {
  public:
   Result<nlohmann::json> CreateReadChannel(Producer producer) override {
     producers.push_back(std::move(producer));
-    return nlohmann::json{{"channel_id", "c" + std::to_string(producers.size())},
-                          {"access_key", "k"},
-                          {"direction", "read"}};
+    return nlohmann::json{
+        {"channel_id", "c" + std::to_string(producers.size())}, {"access_key", "k"}, {"direction", "read"}};
   }
   Result<ByteSource> AttachReader(const nlohmann::json& ref) override {
     attached.push_back(ref);

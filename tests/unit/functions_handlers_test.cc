@@ -43,7 +43,11 @@ class Handlers : public ::testing::Test {
 // ---- check order ----
 
 TEST_F(Handlers, MalformedRequestNeverReachesLookup) {
-  struct Case { const char* fn; json payload; Code code; };
+  struct Case {
+    const char* fn;
+    json payload;
+    Code code;
+  };
   std::vector<Case> cases = {
       {"sandbox::exec", {{"sandbox_id", kUnknownId}, {"cmd", "ls -l"}, {"args", {"/"}}}, Code::kS001},
       {"sandbox::exec", {{"sandbox_id", kUnknownId}, {"cmd", "echo 'x"}}, Code::kS001},
@@ -52,18 +56,32 @@ TEST_F(Handlers, MalformedRequestNeverReachesLookup) {
       {"sandbox::fs::mkdir", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "0o755"}}, Code::kS210},
       {"sandbox::fs::mkdir", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", ""}}, Code::kS210},
       {"sandbox::fs::chmod", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "rwx"}}, Code::kS210},
-      {"sandbox::fs::write", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"content", "x"}, {"mode", "9"}}, Code::kS210},
+      {"sandbox::fs::write",
+       {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"content", "x"}, {"mode", "9"}},
+       Code::kS210},
       {"sandbox::fs::grep", {{"sandbox_id", kUnknownId}, {"path", "/"}, {"pattern", "a("}}, Code::kS217},
-      {"sandbox::fs::sed", {{"sandbox_id", kUnknownId}, {"pattern", "(?P<"}, {"replacement", ""}, {"files", {"/a"}}}, Code::kS217},
+      {"sandbox::fs::sed",
+       {{"sandbox_id", kUnknownId}, {"pattern", "(?P<"}, {"replacement", ""}, {"files", {"/a"}}},
+       Code::kS217},
       {"sandbox::fs::sed", {{"sandbox_id", kUnknownId}, {"pattern", "a"}, {"replacement", ""}}, Code::kS210},
-      {"sandbox::fs::sed", {{"sandbox_id", kUnknownId}, {"pattern", "a"}, {"replacement", ""}, {"files", {"/a"}}, {"path", "/"}}, Code::kS210},
-      {"sandbox::fs::sed", {{"sandbox_id", kUnknownId}, {"pattern", ""}, {"replacement", ""}, {"path", "/"}, {"regex", false}}, Code::kS210},
+      {"sandbox::fs::sed",
+       {{"sandbox_id", kUnknownId}, {"pattern", "a"}, {"replacement", ""}, {"files", {"/a"}}, {"path", "/"}},
+       Code::kS210},
+      {"sandbox::fs::sed",
+       {{"sandbox_id", kUnknownId}, {"pattern", ""}, {"replacement", ""}, {"path", "/"}, {"regex", false}},
+       Code::kS210},
       {"sandbox::fs::ls", {{"sandbox_id", kUnknownId}, {"path", ""}}, Code::kS001},
       {"sandbox::fs::read", {{"sandbox_id", kUnknownId}, {"path", std::string("/a\0", 3)}}, Code::kS001},
       {"sandbox::fs::mv", {{"sandbox_id", kUnknownId}, {"src", "/a"}}, Code::kS001},
-      {"sandbox::fs::chmod", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "0755"}, {"uid", -1}}, Code::kS001},
-      {"sandbox::fs::chmod", {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "0755"}, {"gid", 4294967296ULL}}, Code::kS001},
-      {"sandbox::fs::grep", {{"sandbox_id", kUnknownId}, {"path", "/"}, {"pattern", "a("}, {"max_matches", 1.5}}, Code::kS001},
+      {"sandbox::fs::chmod",
+       {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "0755"}, {"uid", -1}},
+       Code::kS001},
+      {"sandbox::fs::chmod",
+       {{"sandbox_id", kUnknownId}, {"path", "/a"}, {"mode", "0755"}, {"gid", 4294967296ULL}},
+       Code::kS001},
+      {"sandbox::fs::grep",
+       {{"sandbox_id", kUnknownId}, {"path", "/"}, {"pattern", "a("}, {"max_matches", 1.5}},
+       Code::kS001},
       {"sandbox::stop", {{"sandbox_id", kUnknownId}, {"wait", "yes"}}, Code::kS001},
       {"sandbox::fs::stat", json::array(), Code::kS001},
   };
@@ -89,62 +107,97 @@ TEST_F(Handlers, ValidRequestForUnknownSandboxIsS002) {
 }
 
 TEST_F(Handlers, MessagesOfRequestOnlyRules) {
-  EXPECT_EQ(Fail("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""}}).message(),
-            "sed: one of files or path is required");
-  EXPECT_EQ(Fail("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""},
-                                      {"files", {"/a"}}, {"path", "/"}}).message(),
-            "sed: give files or path, not both");
-  EXPECT_EQ(Fail("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", ""}, {"replacement", ""},
-                                      {"files", {"/a"}}}).message(),
+  EXPECT_EQ(
+      Fail("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""}}).message(),
+      "sed: one of files or path is required");
+  EXPECT_EQ(
+      Fail("sandbox::fs::sed",
+           {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""}, {"files", {"/a"}}, {"path", "/"}})
+          .message(),
+      "sed: give files or path, not both");
+  EXPECT_EQ(Fail("sandbox::fs::sed",
+                 {{"sandbox_id", kLiveId}, {"pattern", ""}, {"replacement", ""}, {"files", {"/a"}}})
+                .message(),
             "sed: pattern must not be empty");
   // An empty files list with a path is the path form.
-  EXPECT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""},
-                                        {"files", json::array()}, {"path", "/"}}).ok());
+  EXPECT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId},
+                                        {"pattern", "a"},
+                                        {"replacement", ""},
+                                        {"files", json::array()},
+                                        {"path", "/"}})
+                  .ok());
   Error re = Fail("sandbox::fs::grep", {{"sandbox_id", kLiveId}, {"path", "/"}, {"pattern", "a("}});
   EXPECT_EQ(re.message().rfind("invalid regex pattern: ", 0), 0u) << re.message();
   EXPECT_GT(re.message().size(), std::string("invalid regex pattern: ").size());
-  EXPECT_EQ(Fail("sandbox::fs::mkdir", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"mode", "17777"}}).message(),
-            "invalid octal mode: 17777");
+  EXPECT_EQ(
+      Fail("sandbox::fs::mkdir", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"mode", "17777"}}).message(),
+      "invalid octal mode: 17777");
   // literal sed does not compile the pattern
-  EXPECT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a("}, {"replacement", ""},
-                                        {"files", {"/a"}}, {"regex", false}}).ok());
+  EXPECT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId},
+                                        {"pattern", "a("},
+                                        {"replacement", ""},
+                                        {"files", {"/a"}},
+                                        {"regex", false}})
+                  .ok());
 }
 
 // ---- fs ops ----
 
 TEST_F(Handlers, FsOpsAreBuiltExactly) {
   Fake().fs_result = {{"created", true}};
-  auto r = Call("sandbox::fs::mkdir", {{"sandbox_id", "{3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11}"}, {"path", "/a/b"}});
+  auto r = Call("sandbox::fs::mkdir",
+                {{"sandbox_id", "{3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11}"}, {"path", "/a/b"}});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(*r, (json{{"created", true}}));
   ASSERT_EQ(Fake().fs_calls.size(), 1u);
   EXPECT_EQ(Fake().fs_calls[0].first, kLiveId);
-  EXPECT_EQ(Fake().fs_calls[0].second, (json{{"op", "fs.mkdir"}, {"path", "/a/b"}, {"mode", 0755}, {"parents", false}}));
+  EXPECT_EQ(Fake().fs_calls[0].second,
+            (json{{"op", "fs.mkdir"}, {"path", "/a/b"}, {"mode", 0755}, {"parents", false}}));
 
-  ASSERT_TRUE(Call("sandbox::fs::chmod", {{"sandbox_id", kLiveId}, {"path", "/x"}, {"mode", "4755"}, {"uid", 1000},
-                                          {"recursive", true}}).ok());
+  ASSERT_TRUE(
+      Call("sandbox::fs::chmod",
+           {{"sandbox_id", kLiveId}, {"path", "/x"}, {"mode", "4755"}, {"uid", 1000}, {"recursive", true}})
+          .ok());
   EXPECT_EQ(Fake().fs_calls.back().second,
             (json{{"op", "fs.chmod"}, {"path", "/x"}, {"mode", 04755}, {"uid", 1000}, {"recursive", true}}));
 
   ASSERT_TRUE(Call("sandbox::fs::grep", {{"sandbox_id", kLiveId}, {"path", "/p"}, {"pattern", "TODO"}}).ok());
+  EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.grep"},
+                                                 {"path", "/p"},
+                                                 {"pattern", "TODO"},
+                                                 {"recursive", true},
+                                                 {"ignore_case", false},
+                                                 {"include_glob", json::array()},
+                                                 {"exclude_glob", json::array()},
+                                                 {"max_matches", fn::kGrepDefaultMaxMatches},
+                                                 {"max_line_bytes", fn::kGrepDefaultMaxLineBytes}}));
+
+  ASSERT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId},
+                                        {"files", {"/a", "/b"}},
+                                        {"pattern", "x"},
+                                        {"replacement", "$1"},
+                                        {"first_only", true}})
+                  .ok());
+  EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.sed"},
+                                                 {"files", {"/a", "/b"}},
+                                                 {"pattern", "x"},
+                                                 {"replacement", "$1"},
+                                                 {"regex", true},
+                                                 {"first_only", true},
+                                                 {"ignore_case", false}}));
+
+  ASSERT_TRUE(
+      Call("sandbox::fs::mv", {{"sandbox_id", kLiveId}, {"src", "/a"}, {"dst", "/b"}, {"overwrite", true}})
+          .ok());
   EXPECT_EQ(Fake().fs_calls.back().second,
-            (json{{"op", "fs.grep"}, {"path", "/p"}, {"pattern", "TODO"}, {"recursive", true},
-                  {"ignore_case", false}, {"include_glob", json::array()}, {"exclude_glob", json::array()},
-                  {"max_matches", fn::kGrepDefaultMaxMatches}, {"max_line_bytes", fn::kGrepDefaultMaxLineBytes}}));
+            (json{{"op", "fs.mv"}, {"src", "/a"}, {"dst", "/b"}, {"overwrite", true}}));
 
-  ASSERT_TRUE(Call("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"files", {"/a", "/b"}}, {"pattern", "x"},
-                                        {"replacement", "$1"}, {"first_only", true}}).ok());
-  EXPECT_EQ(Fake().fs_calls.back().second,
-            (json{{"op", "fs.sed"}, {"files", {"/a", "/b"}}, {"pattern", "x"}, {"replacement", "$1"},
-                  {"regex", true}, {"first_only", true}, {"ignore_case", false}}));
-
-  ASSERT_TRUE(Call("sandbox::fs::mv", {{"sandbox_id", kLiveId}, {"src", "/a"}, {"dst", "/b"}, {"overwrite", true}}).ok());
-  EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.mv"}, {"src", "/a"}, {"dst", "/b"}, {"overwrite", true}}));
-
-  ASSERT_TRUE(Call("sandbox::fs::rm", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"recursive", nullptr}}).ok());
+  ASSERT_TRUE(
+      Call("sandbox::fs::rm", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"recursive", nullptr}}).ok());
   EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.rm"}, {"path", "/a"}, {"recursive", false}}));
 
-  ASSERT_TRUE(Call("sandbox::fs::ls", {{"sandbox_id", kLiveId}, {"path", "/"}, {"_caller_worker_id", "w"}}).ok());
+  ASSERT_TRUE(
+      Call("sandbox::fs::ls", {{"sandbox_id", kLiveId}, {"path", "/"}, {"_caller_worker_id", "w"}}).ok());
   EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.ls"}, {"path", "/"}}));
   ASSERT_TRUE(Call("sandbox::fs::stat", {{"sandbox_id", kLiveId}, {"path", "/"}}).ok());
   EXPECT_EQ(Fake().fs_calls.back().second, (json{{"op", "fs.stat"}, {"path", "/"}}));
@@ -159,8 +212,9 @@ TEST_F(Handlers, WriteBodyRulesBeforeSandboxId) {
             "invalid request: fs::write needs a body: content (string or channel reference) or content_b64");
   EXPECT_EQ(Fail("sandbox::fs::write", {{"content", "a"}, {"content_b64", "YQ=="}}).message(),
             "invalid request: fs::write takes content or content_b64, not both");
-  EXPECT_EQ(Fail("sandbox::fs::write", {{"content_b64", "Y"}}).message().rfind(
-                "invalid request: content_b64: invalid base64: ", 0),
+  EXPECT_EQ(Fail("sandbox::fs::write", {{"content_b64", "Y"}})
+                .message()
+                .rfind("invalid request: content_b64: invalid base64: ", 0),
             0u);
   EXPECT_EQ(Fail("sandbox::fs::write", {{"content", 5}}).message(),
             "invalid request: field 'content': expected channel reference or string, got number");
@@ -172,15 +226,19 @@ TEST_F(Handlers, WriteBodyRulesBeforeSandboxId) {
 }
 
 TEST_F(Handlers, WriteStringAndBase64) {
-  auto r = Call("sandbox::fs::write", {{"sandbox_id", kLiveId}, {"path", "/p/h.txt"}, {"content", "hello world"}});
+  auto r =
+      Call("sandbox::fs::write", {{"sandbox_id", kLiveId}, {"path", "/p/h.txt"}, {"content", "hello world"}});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(*r, (json{{"bytes_written", 11}, {"path", "/p/h.txt"}}));
   EXPECT_EQ(Fake().write_data, "hello world");
   EXPECT_EQ(Fake().write_mode, 0644u);
   EXPECT_FALSE(Fake().write_parents);
 
-  r = Call("sandbox::fs::write", {{"sandbox_id", kLiveId}, {"path", "/b"}, {"content_b64", "AAEC"},
-                                  {"mode", "0755"}, {"parents", true}});
+  r = Call("sandbox::fs::write", {{"sandbox_id", kLiveId},
+                                  {"path", "/b"},
+                                  {"content_b64", "AAEC"},
+                                  {"mode", "0755"},
+                                  {"parents", true}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Fake().write_data, std::string("\0\1\2", 3));
   EXPECT_EQ(Fake().write_mode, 0755u);
@@ -205,8 +263,9 @@ TEST_F(Handlers, WriteFromChannelAttachesLazily) {
   ASSERT_EQ(broker_.attached.size(), 1u);
   EXPECT_EQ(broker_.attached[0], ref);
   // Without a channel transport a reference is S001.
-  EXPECT_EQ(Fail("sandbox::fs::write", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"content", ref}}, false).code(),
-            Code::kS001);
+  EXPECT_EQ(
+      Fail("sandbox::fs::write", {{"sandbox_id", kLiveId}, {"path", "/a"}, {"content", ref}}, false).code(),
+      Code::kS001);
 }
 
 // ---- fs::read ----
@@ -270,10 +329,16 @@ TEST_F(Handlers, ExecAndRunEncoding) {
   Fake().exec_result.exit_code = 3;
   Fake().exec_result.duration_ms = 9;
   Fake().exec_result.stderr_truncated = true;
-  auto r = Call("sandbox::exec", {{"sandbox_id", kLiveId}, {"cmd", "node -v"}, {"env", {"A=1"}}, {"timeout_ms", 0}});
+  auto r = Call("sandbox::exec",
+                {{"sandbox_id", kLiveId}, {"cmd", "node -v"}, {"env", {"A=1"}}, {"timeout_ms", 0}});
   ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(*r, (json{{"stdout", "v1\n"}, {"stderr", ""}, {"exit_code", 3}, {"timed_out", false},
-                      {"duration_ms", 9}, {"success", false}, {"stdout_truncated", false},
+  EXPECT_EQ(*r, (json{{"stdout", "v1\n"},
+                      {"stderr", ""},
+                      {"exit_code", 3},
+                      {"timed_out", false},
+                      {"duration_ms", 9},
+                      {"success", false},
+                      {"stdout_truncated", false},
                       {"stderr_truncated", true}}));
   EXPECT_EQ(Fake().last_exec.argv, (std::vector<std::string>{"node", "-v"}));
   EXPECT_EQ(Fake().last_exec.timeout_ms, 0u);
@@ -281,7 +346,8 @@ TEST_F(Handlers, ExecAndRunEncoding) {
   auto run = Call("sandbox::run", {{"image", "python"}, {"code", "print(1)"}, {"lang", "python"}});
   ASSERT_TRUE(run.ok());
   EXPECT_FALSE(run->contains("sandbox_id"));
-  run = Call("sandbox::run", {{"image", "python"}, {"code", "print(1)"}, {"lang", "python"}, {"keep_sandbox", true}});
+  run = Call("sandbox::run",
+             {{"image", "python"}, {"code", "print(1)"}, {"lang", "python"}, {"keep_sandbox", true}});
   ASSERT_TRUE(run.ok());
   EXPECT_EQ((*run)["sandbox_id"], kLiveId);
   // run validation happens before any step
@@ -374,7 +440,8 @@ TEST_F(Handlers, FunctionsInfo) {
   EXPECT_EQ((*one)["request_schema"], FindFunction("sandbox::exec")->request_schema);
   EXPECT_EQ((*one)["registered_triggers"], json::array());
 
-  auto batch = Call("engine::functions::info", {{"function_ids", {"sandbox::fs::ls", "nope", "sandbox::fs::ls"}}});
+  auto batch =
+      Call("engine::functions::info", {{"function_ids", {"sandbox::fs::ls", "nope", "sandbox::fs::ls"}}});
   ASSERT_TRUE(batch.ok());
   ASSERT_EQ((*batch)["functions"].size(), 2u);
   EXPECT_EQ((*batch)["functions"][0]["function_id"], "sandbox::fs::ls");

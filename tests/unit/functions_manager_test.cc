@@ -29,9 +29,12 @@ class RealManager : public ::testing::Test {
 };
 
 TEST_F(RealManager, MalformedBeatsUnknownSandbox) {
-  EXPECT_EQ(CodeOf("sandbox::exec", {{"sandbox_id", kUnknown}, {"cmd", "ls -l"}, {"args", {"/"}}}), Code::kS001);
-  EXPECT_EQ(CodeOf("sandbox::fs::mkdir", {{"sandbox_id", kUnknown}, {"path", "/a"}, {"mode", "rwx"}}), Code::kS210);
-  EXPECT_EQ(CodeOf("sandbox::fs::grep", {{"sandbox_id", kUnknown}, {"path", "/"}, {"pattern", "("}}), Code::kS217);
+  EXPECT_EQ(CodeOf("sandbox::exec", {{"sandbox_id", kUnknown}, {"cmd", "ls -l"}, {"args", {"/"}}}),
+            Code::kS001);
+  EXPECT_EQ(CodeOf("sandbox::fs::mkdir", {{"sandbox_id", kUnknown}, {"path", "/a"}, {"mode", "rwx"}}),
+            Code::kS210);
+  EXPECT_EQ(CodeOf("sandbox::fs::grep", {{"sandbox_id", kUnknown}, {"path", "/"}, {"pattern", "("}}),
+            Code::kS217);
   EXPECT_EQ(CodeOf("sandbox::fs::write", {{"sandbox_id", kUnknown}, {"path", "/a"}}), Code::kS001);
 }
 
@@ -59,7 +62,8 @@ TEST_F(RealManager, ListAndCatalogNeedNoSandbox) {
   EXPECT_EQ((*cat.result)["images"][0]["name"], "python");
   EXPECT_EQ((*cat.result)["images"][1]["name"], "node");
   // Live responses validate against the published response schemas.
-  EXPECT_TRUE(ValidateJsonSchema(FindFunction("sandbox::catalog::list")->response_schema, *cat.result).empty());
+  EXPECT_TRUE(
+      ValidateJsonSchema(FindFunction("sandbox::catalog::list")->response_schema, *cat.result).empty());
   EXPECT_TRUE(ValidateJsonSchema(FindFunction("sandbox::list")->response_schema, *list.result).empty());
 }
 

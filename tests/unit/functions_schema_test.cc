@@ -1,12 +1,12 @@
 // Schemas of every registered function follow the schema rules of the
 // contract, their examples validate, their defaults equal the code's
 // constants, and docs/api.md / docs/errors.md match the code.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "functions/decode.h"
 #include "functions/docs.h"
@@ -21,10 +21,10 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kSandboxIds = {
-    "sandbox::create",   "sandbox::exec",     "sandbox::stop",     "sandbox::list",
-    "sandbox::run",      "sandbox::catalog::list", "sandbox::fs::ls", "sandbox::fs::stat",
-    "sandbox::fs::mkdir", "sandbox::fs::write", "sandbox::fs::read", "sandbox::fs::rm",
-    "sandbox::fs::chmod", "sandbox::fs::mv",   "sandbox::fs::grep", "sandbox::fs::sed"};
+    "sandbox::create",    "sandbox::exec",          "sandbox::stop",     "sandbox::list",
+    "sandbox::run",       "sandbox::catalog::list", "sandbox::fs::ls",   "sandbox::fs::stat",
+    "sandbox::fs::mkdir", "sandbox::fs::write",     "sandbox::fs::read", "sandbox::fs::rm",
+    "sandbox::fs::chmod", "sandbox::fs::mv",        "sandbox::fs::grep", "sandbox::fs::sed"};
 
 TEST(Registry, ExactlyTheContractFunctions) {
   std::set<std::string> ids;
@@ -203,10 +203,16 @@ TEST(Schemas, ExtensionFieldsAreLabelled) {
   EXPECT_EQ(desc("sandbox::run", "stderr_truncated", false).rfind("Extension:", 0), 0u);
   const json& defs = fn::AllDefinitions();
   for (const char* f : {"isolation", "created_at", "last_activity_at", "cpus", "memory_mb", "network"}) {
-    EXPECT_EQ(defs["list_entry"]["properties"][f]["description"].get<std::string>().rfind("Extension:", 0), 0u) << f;
+    EXPECT_EQ(defs["list_entry"]["properties"][f]["description"].get<std::string>().rfind("Extension:", 0),
+              0u)
+        << f;
   }
-  EXPECT_EQ(defs["grep_match"]["properties"]["byte_offset"]["description"].get<std::string>().rfind("Extension:", 0), 0u);
-  EXPECT_EQ(defs["catalog_entry"]["properties"]["allowed"]["description"].get<std::string>().rfind("Extension:", 0), 0u);
+  EXPECT_EQ(defs["grep_match"]["properties"]["byte_offset"]["description"].get<std::string>().rfind(
+                "Extension:", 0),
+            0u);
+  EXPECT_EQ(
+      defs["catalog_entry"]["properties"]["allowed"]["description"].get<std::string>().rfind("Extension:", 0),
+      0u);
   // Non-extension fields are not labelled.
   EXPECT_NE(desc("sandbox::exec", "cmd", true).rfind("Extension:", 0), 0u);
 }
@@ -221,30 +227,33 @@ TEST(Schemas, SharedDefinitionsExist) {
 
 TEST(Schemas, OptionalRequestFieldsAcceptNull) {
   const json& s = FindFunction("sandbox::exec")->request_schema;
-  EXPECT_TRUE(ValidateJsonSchema(s, {{"sandbox_id", "x"}, {"cmd", nullptr}, {"env", nullptr},
-                                     {"timeout_ms", nullptr}}).empty());
+  EXPECT_TRUE(ValidateJsonSchema(
+                  s, {{"sandbox_id", "x"}, {"cmd", nullptr}, {"env", nullptr}, {"timeout_ms", nullptr}})
+                  .empty());
   EXPECT_FALSE(ValidateJsonSchema(s, {{"sandbox_id", nullptr}}).empty());
 }
 
 // The validator must be able to fail, or the example checks mean nothing.
 TEST(Validator, RejectsViolations) {
   const json& exec = FindFunction("sandbox::exec")->request_schema;
-  EXPECT_FALSE(ValidateJsonSchema(exec, json::object()).empty());                         // required
-  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", 1}}).empty());                     // type
-  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"timeout_ms", -1}}).empty());  // minimum
-  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"timeout_ms", 1.5}}).empty()); // integer
-  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"env", {{"A", 1}}}}).empty()); // $ref/anyOf
-  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"args", {1}}}).empty());      // items
-  EXPECT_TRUE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"unknown", 1}}).empty());      // extra ok
+  EXPECT_FALSE(ValidateJsonSchema(exec, json::object()).empty());                              // required
+  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", 1}}).empty());                         // type
+  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"timeout_ms", -1}}).empty());   // minimum
+  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"timeout_ms", 1.5}}).empty());  // integer
+  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"env", {{"A", 1}}}}).empty());  // $ref/anyOf
+  EXPECT_FALSE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"args", {1}}}).empty());        // items
+  EXPECT_TRUE(ValidateJsonSchema(exec, {{"sandbox_id", "x"}, {"unknown", 1}}).empty());        // extra ok
   const json& create = FindFunction("sandbox::create")->request_schema;
   EXPECT_FALSE(ValidateJsonSchema(create, {{"image", "x"}, {"isolation", "docker"}}).empty());  // enum
   EXPECT_FALSE(ValidateJsonSchema(create, {{"image", "x"}, {"cpus", 256}}).empty());            // maximum
   const json& info = FindFunction("engine::functions::info")->request_schema;
-  EXPECT_FALSE(ValidateJsonSchema(info, {{"function_ids", json::array()}}).empty());            // minItems
+  EXPECT_FALSE(ValidateJsonSchema(info, {{"function_ids", json::array()}}).empty());  // minItems
   const json& read = FindFunction("sandbox::fs::read")->response_schema;
-  EXPECT_FALSE(ValidateJsonSchema(read, {{"content", {{"channel_id", "c"}}}, {"size", 1}, {"mode", "0644"},
-                                         {"mtime", 1}}).empty());  // nested required via $ref
-  EXPECT_TRUE(ValidateJsonSchema(json::parse(R"({"oneOf":[{"type":"string"},{"type":"string"}]})"), "x").size() == 1);
+  EXPECT_FALSE(ValidateJsonSchema(
+                   read, {{"content", {{"channel_id", "c"}}}, {"size", 1}, {"mode", "0644"}, {"mtime", 1}})
+                   .empty());  // nested required via $ref
+  EXPECT_TRUE(
+      ValidateJsonSchema(json::parse(R"({"oneOf":[{"type":"string"},{"type":"string"}]})"), "x").size() == 1);
 }
 
 // ---- docs ----
@@ -311,9 +320,9 @@ TEST(Docs, DocumentedExamplesValidate) {
     ASSERT_NE(start, std::string::npos) << d.id;
     size_t end = api.find("\n### ", start + 1);
     std::string section = api.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (const auto& [label, schema] :
-         std::vector<std::pair<std::string, const json*>>{{"Example request:\n\n```json\n", &d.request_schema},
-                                                          {"Example response:\n\n```json\n", &d.response_schema}}) {
+    for (const auto& [label, schema] : std::vector<std::pair<std::string, const json*>>{
+             {"Example request:\n\n```json\n", &d.request_schema},
+             {"Example response:\n\n```json\n", &d.response_schema}}) {
       size_t pos = 0;
       while ((pos = section.find(label, pos)) != std::string::npos) {
         pos += label.size();
@@ -330,12 +339,14 @@ TEST(Docs, DocumentedExamplesValidate) {
 
 TEST(Docs, LimitsInDocsEqualConstants) {
   std::string api = ReadFile(kDocs + "api.md");
-  EXPECT_NE(api.find("| exec/run `timeout_ms` default | " + std::to_string(fn::kDefaultExecTimeoutMs) + " ms |"),
-            std::string::npos);
+  EXPECT_NE(
+      api.find("| exec/run `timeout_ms` default | " + std::to_string(fn::kDefaultExecTimeoutMs) + " ms |"),
+      std::string::npos);
   EXPECT_NE(api.find("| grep `max_matches` default | " + std::to_string(fn::kGrepDefaultMaxMatches) + " |"),
             std::string::npos);
-  EXPECT_NE(api.find("| grep `max_line_bytes` default | " + std::to_string(fn::kGrepDefaultMaxLineBytes) + " |"),
-            std::string::npos);
+  EXPECT_NE(
+      api.find("| grep `max_line_bytes` default | " + std::to_string(fn::kGrepDefaultMaxLineBytes) + " |"),
+      std::string::npos);
   EXPECT_NE(api.find("size < " + std::to_string(fn::kReadInlineLimit) + " bytes"), std::string::npos);
 }
 

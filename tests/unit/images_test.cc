@@ -3,28 +3,27 @@
 // libarchive.
 #include <archive.h>
 #include <archive_entry.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <sys/wait.h>
+#include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include <mutex>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "base/sha256.h"
 #include "base/text.h"
 #include "images/build.h"
 #include "images/catalog.h"
 #include "images/host_image.h"
 #include "images/oci.h"
 #include "images/recipe.h"
-#include "base/sha256.h"
 #include "images/store.h"
 
 namespace skiff::images {
@@ -246,8 +245,8 @@ TEST(ImageRef, Normalises) {
   EXPECT_EQ(ParseImageRef("docker.io/library/node:20")->host, "registry-1.docker.io");
   // localhost.evil.com is not loopback.
   EXPECT_EQ(ParseImageRef("localhost.evil.com/x")->scheme, "https");
-  for (const char* bad : {"ghcr.io/../etc:1", "ghcr.io/a/b@md5:00", "ghcr.io/A/b", "x:ta g",
-                          "ghcr.io/a//b", "ghcr.io/a/b:t?x"}) {
+  for (const char* bad : {"ghcr.io/../etc:1", "ghcr.io/a/b@md5:00", "ghcr.io/A/b", "x:ta g", "ghcr.io/a//b",
+                          "ghcr.io/a/b:t?x"}) {
     auto b = ParseImageRef(bad);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_EQ(b.error().code(), Code::kS001) << bad;
@@ -477,8 +476,7 @@ TEST(Catalog, ResolveInstalledAndErrors) {
   auto s101 = cat.Resolve("python");
   ASSERT_FALSE(s101.ok());
   EXPECT_EQ(s101.error().code(), Code::kS101);
-  EXPECT_EQ(s101.error().message(),
-            "image 'python' is not installed on this host and auto_install is off");
+  EXPECT_EQ(s101.error().message(), "image 'python' is not installed on this host and auto_install is off");
 
   auto s100 = cat.Resolve("nope");
   ASSERT_FALSE(s100.ok());
@@ -571,8 +569,11 @@ class LayerTest : public ::testing::Test {
 };
 
 TEST_F(LayerTest, ExtractsFilesDirsLinks) {
-  auto r = Apply({Dir("etc", 0755), File("etc/hello", "hi\n", 0640), Symlink("link", "etc/hello"),
-                  Hardlink("etc/hello2", "etc/hello"), File("deep/a/b/c", "x"),
+  auto r = Apply({Dir("etc", 0755),
+                  File("etc/hello", "hi\n", 0640),
+                  Symlink("link", "etc/hello"),
+                  Hardlink("etc/hello2", "etc/hello"),
+                  File("deep/a/b/c", "x"),
                   {TarEntry::kFifo, "fifo", "", "", 0600}},
                  /*gzip=*/true);
   ASSERT_TRUE(r.ok()) << r.error().message();
@@ -684,7 +685,8 @@ TEST_F(LayerTest, HardLinksOutsideAreRefused) {
 
 TEST_F(LayerTest, DeviceNodesAreNotCreated) {
   auto r = Apply({{TarEntry::kCharDev, "dev/mem2", "", "", 0666},
-                  {TarEntry::kBlockDev, "dev/sda2", "", "", 0666}, File("ok", "1")});
+                  {TarEntry::kBlockDev, "dev/sda2", "", "", 0666},
+                  File("ok", "1")});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->skipped_devices, 2u);
   EXPECT_FALSE(Exists(root_ + "/dev/mem2"));
@@ -693,8 +695,8 @@ TEST_F(LayerTest, DeviceNodesAreNotCreated) {
 }
 
 TEST_F(LayerTest, SetuidAndSetgidAreDropped) {
-  auto r = Apply({File("suid", "x", 04755), File("sgid", "x", 02755), Dir("sticky", 01777),
-                  Dir("sgiddir", 02775)});
+  auto r = Apply(
+      {File("suid", "x", 04755), File("sgid", "x", 02755), Dir("sticky", 01777), Dir("sgiddir", 02775)});
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->stripped_setid, 3u);
   struct stat st;
@@ -746,8 +748,7 @@ BuiltImage MakeImage(const TempDir& dir, bool break_diff_id = false) {
   nlohmann::json config = {
       {"architecture", "amd64"},
       {"os", "linux"},
-      {"config",
-       {{"Env", {"PATH=/app:/bin", "MODE=test"}}, {"WorkingDir", "/app"}, {"User", "app"}}},
+      {"config", {{"Env", {"PATH=/app:/bin", "MODE=test"}}, {"WorkingDir", "/app"}, {"User", "app"}}},
       {"rootfs", {{"type", "layers"}, {"diff_ids", diff}}}};
   img.config = config.dump();
   return img;
@@ -1017,7 +1018,6 @@ TEST(Import, HostileOuterArchiveIsRefused) {
   EXPECT_FALSE(Exists(dir / "store/escape.json"));
 }
 
-
 // ---------- host image skeleton stamp ----------
 
 int64_t NowNs() {
@@ -1091,8 +1091,7 @@ TEST_F(HostStampTest, MalformedStampsNameNothing) {
   std::string body = stamp.substr(stamp.find('\n', stamp.find('\n') + 1) + 1);
   for (const std::string& bad :
        {std::string(), std::string("skiff-host-etc-stamp 2\n") + kHash + "\n" + body,
-        "skiff-host-etc-stamp 1\n../../etc/xx\n" + body,
-        "skiff-host-etc-stamp 1\n0123456789ABCDEF\n" + body,
+        "skiff-host-etc-stamp 1\n../../etc/xx\n" + body, "skiff-host-etc-stamp 1\n0123456789ABCDEF\n" + body,
         std::string("skiff-host-etc-stamp 1\n") + kHash + "\n",
         std::string("skiff-host-etc-stamp 1\n") + kHash + "\n/etc/hostname no-tab\n"})
     EXPECT_EQ(host_image::StampedHash(bad), std::nullopt) << bad;

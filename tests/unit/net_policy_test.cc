@@ -1,9 +1,8 @@
 // The pure parts of sandbox networking (spec §6.3): the egress ruleset,
 // network.allow parsing and the loopback rewrite of create-time env.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <arpa/inet.h>
 #include <ldns/ldns.h>
 
 #include <random>
@@ -47,9 +46,9 @@ TEST(NetRuleset, JailDefaultDeniesSpecialRangesAndHostAllowsPublic) {
   EXPECT_THAT(*r, HasSubstr("ip daddr 10.0.2.2 tcp dport { 5432, 8080 } accept"));
   EXPECT_THAT(*r, HasSubstr("ip daddr 10.0.2.3 udp dport 53 accept"));
   EXPECT_THAT(*r, HasSubstr("ip daddr 198.51.100.7 reject"));  // a host address
-  for (const char* range : {"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "192.0.0.0/24",
-                            "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4", "10.0.0.0/8",
-                            "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"})
+  for (const char* range :
+       {"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4",
+        "240.0.0.0/4", "10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"})
     EXPECT_THAT(*r, HasSubstr(range));
   // Order: gateway ports, then the rest of the sandbox subnet denied, then
   // special ranges, then public unicast accepted, then everything else.
@@ -133,7 +132,6 @@ TEST(NetRewrite, OnlyListedPortsFollowedByANonDigit) {
   EXPECT_EQ(RewriteLoopback("http://LOCALHOST:8080", ports), "http://LOCALHOST:8080");
 }
 
-
 // ---- domain entries ----
 
 std::string Wire(const char* name) {
@@ -154,8 +152,7 @@ std::vector<uint8_t> WireOf(ldns_pkt* p) {
   return out;
 }
 
-std::vector<uint8_t> Query(const char* name, ldns_rr_type type = LDNS_RR_TYPE_A,
-                           bool edns = false) {
+std::vector<uint8_t> Query(const char* name, ldns_rr_type type = LDNS_RR_TYPE_A, bool edns = false) {
   ldns_pkt* q = ldns_pkt_query_new(ldns_dname_new_frm_str(name), type, LDNS_RR_CLASS_IN, LDNS_RD);
   ldns_pkt_set_id(q, 0x1234);
   if (edns) ldns_pkt_set_edns_udp_size(q, 1232);
@@ -357,9 +354,9 @@ TEST(NetAllow, ResolvedAddressesMustBePublicAndNotTheHost) {
   };
   EXPECT_TRUE(ok("198.51.100.1"));
   EXPECT_TRUE(ok("8.8.8.8"));
-  for (const char* no : {"127.0.0.1", "10.0.2.2", "10.9.9.9", "169.254.169.254", "172.16.0.1",
-                         "192.168.1.1", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-                         "192.0.0.8", "198.18.0.1", "203.0.113.50"})
+  for (const char* no :
+       {"127.0.0.1", "10.0.2.2", "10.9.9.9", "169.254.169.254", "172.16.0.1", "192.168.1.1", "100.64.0.1",
+        "0.0.0.0", "224.0.0.1", "255.255.255.255", "192.0.0.8", "198.18.0.1", "203.0.113.50"})
     EXPECT_FALSE(ok(no)) << no;
 }
 

@@ -1,11 +1,10 @@
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <future>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "protocol/client.h"
 #include "protocol/frame.h"
@@ -149,7 +148,9 @@ TEST(Frame, GarbageNeverCrashes) {
 class FakeAgent {
  public:
   explicit FakeAgent(int fd) : fd_(fd) {}
-  void Send(const std::string& bytes) { ASSERT_EQ(::write(fd_, bytes.data(), bytes.size()), ssize_t(bytes.size())); }
+  void Send(const std::string& bytes) {
+    ASSERT_EQ(::write(fd_, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+  }
   Frame Read() {
     for (;;) {
       auto f = dec_.Next();
@@ -190,8 +191,9 @@ TEST(Client, HandshakeCallAndUnknownOp) {
     EXPECT_EQ(open.type, Type::kOpen);
     Frame end = agent.Read();
     EXPECT_EQ(end.type, Type::kEnd);
-    agent.Send(EncodeFrame(open.stream, Type::kError, 0,
-                           R"({"code":"S219","message":"operation not supported by this sandbox's agent: nope"})"));
+    agent.Send(
+        EncodeFrame(open.stream, Type::kError, 0,
+                    R"({"code":"S219","message":"operation not supported by this sandbox's agent: nope"})"));
     Frame open2 = agent.Read();
     agent.Read();  // END
     agent.Send(EncodeFrame(open2.stream, Type::kResult, 0, R"({"ok":true})"));
@@ -278,7 +280,7 @@ TEST(Client, DeathCallbackMayDropTheLastReference) {
   auto done = destroyed_on.get_future();
   (*holder)->SetOnDeath([holder, &destroyed_on](const std::string&) mutable {
     std::weak_ptr<Client> weak = *holder;
-    holder->reset();      // the last reference to the client
+    holder->reset();  // the last reference to the client
     holder.reset();
     EXPECT_TRUE(weak.expired());
     destroyed_on.set_value(std::this_thread::get_id());

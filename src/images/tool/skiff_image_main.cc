@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
       auto r = BuildPreset(store, args[i], progress);
       if (!r.ok()) return Fail(r.error());
       std::cout << args[i] << " " << r->source << " " << store.RootfsDir(r->digest) << " "
-                << (MonotonicMillis() - t0) << "ms " << TreeBytes(store.RootfsDir(r->digest))
-                << "B\n";
+                << (MonotonicMillis() - t0) << "ms " << TreeBytes(store.RootfsDir(r->digest)) << "B\n";
     }
     return 0;
   }

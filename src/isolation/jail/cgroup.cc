@@ -107,9 +107,7 @@ std::vector<int> SandboxCgroup::procs_fds() const {
   return fds;
 }
 
-void SandboxCgroup::CloseSetupFds() {
-  procs_.clear();
-}
+void SandboxCgroup::CloseSetupFds() { procs_.clear(); }
 
 void SandboxCgroup::Remove() {
   CloseSetupFds();
@@ -147,17 +145,22 @@ bool KillAndRemoveCgroup(const std::string& dir) {
 
 std::string_view Cgroups::kind_name() const {
   switch (kind_) {
-    case Kind::kV1: return "v1";
-    case Kind::kV2: return "v2";
-    default: return "none";
+    case Kind::kV1:
+      return "v1";
+    case Kind::kV2:
+      return "v2";
+    default:
+      return "none";
   }
 }
 
 nlohmann::json Cgroups::Describe() const {
   nlohmann::json j{{"hierarchy", std::string(kind_name())}, {"writable", kind_ != Kind::kNone}};
   if (kind_ == Kind::kNone) {
-    j["note"] = "no writable cgroup hierarchy with memory and pids controllers: limits fall back "
-                "to rlimits (" + why_ + ")";
+    j["note"] =
+        "no writable cgroup hierarchy with memory and pids controllers: limits fall back "
+        "to rlimits (" +
+        why_ + ")";
   } else {
     j["dirs"] = bases_;
     if (kind_ == Kind::kV1) j["memsw"] = memsw_;
@@ -261,12 +264,10 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
       (void)WriteFile(dir + "/memory.swap.max", "0");
       SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
       if (lim.cpus > 0 && ::access((dir + "/cpu.max").c_str(), F_OK) == 0)
-        SKIFF_RETURN_IF_ERROR(
-            WriteFile(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
+        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
     } else {
       if (::access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0) {
-        SKIFF_RETURN_IF_ERROR(
-            WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
+        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
         if (memsw_)
           SKIFF_RETURN_IF_ERROR(
               WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
@@ -275,8 +276,7 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
         SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
       if (lim.cpus > 0 && ::access((dir + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
         SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_period_us", "100000"));
-        SKIFF_RETURN_IF_ERROR(
-            WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
+        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
       }
     }
     std::string procs = dir + "/cgroup.procs";

@@ -49,8 +49,8 @@ void Check(const ChildPlan& p, long r, const char* call, const char* object) {
   if (r < 0) Fail(p, errno, call, object);
 }
 
-void Mount(const ChildPlan& p, const char* src, const char* target, const char* type,
-           unsigned long flags, const char* data) {
+void Mount(const ChildPlan& p, const char* src, const char* target, const char* type, unsigned long flags,
+           const char* data) {
   Check(p, ::mount(src, target, type, flags, data), type ? type : "mount", target);
 }
 
@@ -66,8 +66,8 @@ void EnsureDir(const ChildPlan& p, const char* path, mode_t mode) {
 
 // Owned by root inside the sandbox.
 void OwnBySandboxRoot(const ChildPlan& p, const char* path) {
-  Check(p, ::syscall(SYS_fchownat, AT_FDCWD, path, p.uid_base, p.uid_base, AT_SYMLINK_NOFOLLOW),
-        "chown", path);
+  Check(p, ::syscall(SYS_fchownat, AT_FDCWD, path, p.uid_base, p.uid_base, AT_SYMLINK_NOFOLLOW), "chown",
+        path);
 }
 
 // Binds /dev/null over a file (or an empty read-only tmpfs over a
@@ -129,7 +129,8 @@ void WriteResolvConf(const ChildPlan& p) {
     Fail(p, errno, "open", "/etc/resolv.conf");
   }
   size_t len = ::strlen(p.resolv_conf);
-  if (::write(fd, p.resolv_conf, len) != static_cast<ssize_t>(len)) Fail(p, errno, "write", "/etc/resolv.conf");
+  if (::write(fd, p.resolv_conf, len) != static_cast<ssize_t>(len))
+    Fail(p, errno, "write", "/etc/resolv.conf");
   Check(p, ::syscall(SYS_fchown, fd, p.uid_base, p.uid_base), "fchown", "/etc/resolv.conf");
   ::close(fd);
 }
@@ -181,8 +182,7 @@ int RunChild(void* arg) noexcept {
     for (int j = 0; j < l.n_lower; ++j) {
       EnsureDir(p, l.lower_dirs[j], 0755);
       Check(p,
-            ::syscall(SYS_move_mount, l.lower_fds[j], "", AT_FDCWD, l.lower_dirs[j],
-                      MOVE_MOUNT_F_EMPTY_PATH),
+            ::syscall(SYS_move_mount, l.lower_fds[j], "", AT_FDCWD, l.lower_dirs[j], MOVE_MOUNT_F_EMPTY_PATH),
             "move_mount", l.lower_dirs[j]);
     }
     if (i > 0) EnsureDir(p, l.mountpoint, 0755);
@@ -192,16 +192,15 @@ int RunChild(void* arg) noexcept {
   // /proc, fresh for the new pid namespace, with the sensitive parts masked.
   EnsureDir(p, "root/proc", 0555);
   Mount(p, "proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  for (const char* f : {"root/proc/kcore", "root/proc/keys", "root/proc/key-users",
-                        "root/proc/timer_list", "root/proc/sched_debug", "root/proc/latency_stats",
-                        "root/proc/sysrq-trigger", "root/proc/kallsyms", "root/proc/kpagecount",
-                        "root/proc/kpageflags", "root/proc/kpagecgroup", "root/proc/config.gz",
-                        "root/proc/vmallocinfo", "root/proc/slabinfo"})
+  for (const char* f :
+       {"root/proc/kcore", "root/proc/keys", "root/proc/key-users", "root/proc/timer_list",
+        "root/proc/sched_debug", "root/proc/latency_stats", "root/proc/sysrq-trigger", "root/proc/kallsyms",
+        "root/proc/kpagecount", "root/proc/kpageflags", "root/proc/kpagecgroup", "root/proc/config.gz",
+        "root/proc/vmallocinfo", "root/proc/slabinfo"})
     MaskPath(p, f, false);
   for (const char* d : {"root/proc/acpi", "root/proc/scsi", "root/proc/asound", "root/proc/driver"})
     MaskPath(p, d, true);
-  for (const char* d : {"root/proc/sys", "root/proc/irq", "root/proc/bus", "root/proc/fs"})
-    ReadOnly(p, d);
+  for (const char* d : {"root/proc/sys", "root/proc/irq", "root/proc/bus", "root/proc/fs"}) ReadOnly(p, d);
 
   // Minimal /dev.
   EnsureDir(p, "root/dev", 0755);
@@ -213,8 +212,7 @@ int RunChild(void* arg) noexcept {
   BindDevice(p, "/dev/urandom", "root/dev/urandom");
   BindDevice(p, "/dev/tty", "root/dev/tty");
   EnsureDir(p, "root/dev/pts", 0755);
-  Mount(p, "devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-        "newinstance,ptmxmode=0666,mode=0620");
+  Mount(p, "devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
   Symlink(p, "pts/ptmx", "root/dev/ptmx");
   EnsureDir(p, "root/dev/shm", 01777);
   Mount(p, "tmpfs", "root/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p.shm_opts);

@@ -25,25 +25,25 @@ struct ChildLayer {
   const char* upper = nullptr;
   const char* work = nullptr;
   int n_lower = 0;
-  const int* lower_fds = nullptr;            // detached idmapped mounts
-  const char* const* lower_dirs = nullptr;   // where to attach them
+  const int* lower_fds = nullptr;           // detached idmapped mounts
+  const char* const* lower_dirs = nullptr;  // where to attach them
 };
 
 inline constexpr int kMaxCgroupBases = 8;
 
 struct ChildPlan {
-  int sock_fd = -1;     // becomes fd 3 of the agent
-  int agent_fd = -1;    // O_PATH fd of the agent binary (execveat)
+  int sock_fd = -1;                     // becomes fd 3 of the agent
+  int agent_fd = -1;                    // O_PATH fd of the agent binary (execveat)
   struct ChildError* report = nullptr;  // parent memory (CLONE_VM): filled on failure
-  int userns_fd = -1;   // the sandbox's user namespace (already mapped)
-  int netns_fd = -1;    // network: true: the host-owned network namespace to join
-  const char* resolv_conf = nullptr;  // network: true: /etc/resolv.conf content
+  int userns_fd = -1;                   // the sandbox's user namespace (already mapped)
+  int netns_fd = -1;                    // network: true: the host-owned network namespace to join
+  const char* resolv_conf = nullptr;    // network: true: /etc/resolv.conf content
   // The sandbox's cgroups: <base>/<cgroup_procs> for each base (the skiff/
   // directories, opened before the mounts change), each to write "0" into
   // once *cgroup_ready (a futex word the host sets when it has created them
   // with their limits) is 1; -1 means the host failed and the init gives up.
   const char* const* cgroup_bases = nullptr;
-  int n_cgroup_bases = 0;  // at most kMaxCgroupBases
+  int n_cgroup_bases = 0;              // at most kMaxCgroupBases
   const char* cgroup_procs = nullptr;  // "<id>/cgroup.procs"
   const int* cgroup_ready = nullptr;
   const char* hostname = nullptr;
@@ -56,7 +56,7 @@ struct ChildPlan {
   const char* tmp_opts = nullptr;
   uid_t uid_base = 0;
   uint64_t nofile = 65536;
-  uint64_t nproc = 0;  // 0 = leave
+  uint64_t nproc = 0;                             // 0 = leave
   const confine::ChildPolicy* confine = nullptr;  // required: null fails the start
   char* const* argv = nullptr;
   char* const* envp = nullptr;

@@ -1,9 +1,9 @@
 #include "isolation/jail/jail.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/futex.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <system_error>
 #include <fstream>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -64,7 +64,7 @@ struct JailIsolator::Shared {
   std::optional<confine::ChildPolicy> confine;
   std::string confine_error;
   std::string subid_error;  // /etc/subuid|subgid unreadable or malformed: no start
-  std::string lock_dir;  // <runtime>/jail
+  std::string lock_dir;     // <runtime>/jail
   std::unique_ptr<jail::UidSlots> slots;
 
   jail::CgroupWarmup warm;  // until the first sandbox init is in its cgroups
@@ -109,7 +109,9 @@ class JailInstance : public Instance {
     ReleaseLocked();
     SKIFF_LOG(Debug) << "jail: released " << id_ << " in "
                      << std::chrono::duration_cast<std::chrono::microseconds>(
-                            std::chrono::steady_clock::now() - t0).count() << "us";
+                            std::chrono::steady_clock::now() - t0)
+                            .count()
+                     << "us";
   }
 
   bool Running() override {
@@ -173,14 +175,16 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   if (!subids.ok()) shared_->subid_error = subids.error().message();
   std::vector<jail::IdRange> reserved;
   if (subids.ok()) reserved = std::move(subids).value();
-  shared_->slots = std::make_unique<jail::UidSlots>(options.uid_base, options.slots,
-                                                    std::move(reserved), shared_->lock_dir);
+  shared_->slots = std::make_unique<jail::UidSlots>(options.uid_base, options.slots, std::move(reserved),
+                                                    shared_->lock_dir);
   auto policy = confine::BuildChildPolicy();
   // Tests prove that a policy that cannot be built stops every start.
   if (std::getenv("SKIFF_TEST_JAIL_POLICY_FAIL") != nullptr)
     policy = Platform("isolation", "policy build failed (SKIFF_TEST_JAIL_POLICY_FAIL)");
-  if (policy.ok()) shared_->confine = std::move(policy).value();
-  else shared_->confine_error = policy.error().message();
+  if (policy.ok())
+    shared_->confine = std::move(policy).value();
+  else
+    shared_->confine_error = policy.error().message();
   if (shared_->cgroups.kind() == jail::Cgroups::Kind::kNone) {
     SKIFF_LOG(Warn) << "jail: " << shared_->cgroups.Describe()["note"].get<std::string>();
   } else if (::geteuid() == 0) {
@@ -194,8 +198,7 @@ Status JailIsolator::Available() {
   if (::geteuid() != 0)
     return Platform("isolation", "jail: needs root (namespaces, idmapped mounts, cgroups)");
   std::string agent = paths::AgentBinary();
-  if (::access(agent.c_str(), X_OK) < 0)
-    return Error::Sys(Code::kS300, "access", agent, errno);
+  if (::access(agent.c_str(), X_OK) < 0) return Error::Sys(Code::kS300, "access", agent, errno);
   SKIFF_ASSIGN_OR_RETURN(auto ns, jail::MakeUserNamespace(options_.uid_base));
   SKIFF_ASSIGN_OR_RETURN(UniqueFd tree, jail::IdmappedTree("/usr", ns->fd.get()));
   return OkStatus();
@@ -221,8 +224,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   // Fail closed: no sandbox without its full confinement, or with uid
   // ranges that might overlap ones the host has handed out.
   if (!shared_->confine)
-    return Platform("isolation", "jail: cannot build the seccomp/capability policy: " +
-                                     shared_->confine_error);
+    return Platform("isolation",
+                    "jail: cannot build the seccomp/capability policy: " + shared_->confine_error);
   if (!shared_->subid_error.empty()) return Platform("isolation", "jail: " + shared_->subid_error);
   auto boot = [](const Error& e) { return Platform("boot", e.message()); };
   // Phase timings for the debug log (Start is on the hot path of every run).
@@ -331,8 +334,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     ::syscall(SYS_futex, &cg_ready, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   };
   const char* argv[] = {"skiff-agent", "--fd", "3", nullptr};
-  const char* envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        "HOME=/root", nullptr};
+  const char* envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                        nullptr};
 
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
@@ -379,8 +382,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   }
   int pidfd = -1;
   int pid = ::clone(jail::RunChild, stack.top(),
-                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                        CLONE_NEWUTS | (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
+                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                        (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
                     &plan, &pidfd);
   int clone_err = errno;
   if (cg_thread.joinable()) cg_thread.join();
@@ -402,8 +405,10 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     std::string t;
     for (size_t i = 1; i < marks.size(); ++i)
       t += std::string(" ") + marks[i].first + "=" +
-           std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
-                              marks[i].second - marks[i - 1].second).count()) + "us";
+           std::to_string(
+               std::chrono::duration_cast<std::chrono::microseconds>(marks[i].second - marks[i - 1].second)
+                   .count()) +
+           "us";
     SKIFF_LOG(Debug) << "jail: started " << policy.id << ":" << t;
   }
   inst->describe_ = {{"isolation", "jail"},

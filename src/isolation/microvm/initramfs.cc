@@ -7,9 +7,9 @@
 
 #include <cstdio>
 
+#include "base/sha256.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
-#include "base/sha256.h"
 
 namespace skiff::microvm {
 namespace {
@@ -26,8 +26,8 @@ void Pad4(std::string& out) {
 
 // One newc entry: "070701", 13 eight-digit hex fields, the NUL-terminated
 // name padded to 4 bytes, then the data padded to 4 bytes.
-void Entry(std::string& out, uint32_t ino, uint32_t mode, std::string_view name,
-           std::string_view data = {}, uint32_t rdev_major = 0, uint32_t rdev_minor = 0) {
+void Entry(std::string& out, uint32_t ino, uint32_t mode, std::string_view name, std::string_view data = {},
+           uint32_t rdev_major = 0, uint32_t rdev_minor = 0) {
   out += "070701";
   Hex8(out, ino);
   Hex8(out, mode);
@@ -78,8 +78,7 @@ Status MkdirP(const std::string& path) {
   for (size_t i = 1; i <= path.size(); i++) {
     if (i != path.size() && path[i] != '/') continue;
     std::string p = path.substr(0, i);
-    if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", p, errno);
+    if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return Error::Sys(Code::kS300, "mkdir", p, errno);
   }
   return OkStatus();
 }
@@ -102,7 +101,7 @@ Result<std::string> EnsureInitramfs(const std::string& agent_path, const std::st
   std::string digest = Sha256Hex(agent);
   std::string dir = cache_dir + "/initramfs";
   std::string path = dir + "/" + digest.substr(0, 32) + ".cpio";
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return path;
   SKIFF_RETURN_IF_ERROR(MkdirP(dir));
   std::string tmp = path + ".tmp-" + RandomHex(6);

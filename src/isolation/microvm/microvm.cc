@@ -21,15 +21,15 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <utility>
-#include <sstream>
 
 #include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
-#include "base/sha256.h"
 #include "base/pidfd.h"
+#include "base/sha256.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
 #include "isolation/microvm/kvm_probe.h"
@@ -87,8 +87,7 @@ constexpr const char* kTcgBootArgs = " noapictimer norandmaps";
 std::string GuestHostname(const std::string& name) {
   std::string h;
   for (char c : name)
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.')
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.')
       h += c;
   return h.size() <= 63 ? h : std::string();
 }
@@ -154,8 +153,7 @@ Status MkdirP(const std::string& path, mode_t mode) {
   for (size_t i = 1; i <= path.size(); i++) {
     if (i != path.size() && path[i] != '/') continue;
     std::string p = path.substr(0, i);
-    if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", p, errno);
+    if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return Error::Sys(Code::kS300, "mkdir", p, errno);
   }
   return OkStatus();
 }
@@ -172,9 +170,7 @@ std::string ProcStartTime(pid_t pid) {
   return {};
 }
 
-std::string SelfOwnerTag() {
-  return std::to_string(::getpid()) + ":" + ProcStartTime(::getpid());
-}
+std::string SelfOwnerTag() { return std::to_string(::getpid()) + ":" + ProcStartTime(::getpid()); }
 
 // An owner tag "pid:starttime" whose process no longer exists.
 bool OwnerGone(const std::string& tag) {
@@ -189,8 +185,7 @@ std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
   std::string base = "/proc/" + std::to_string(pid);
-  return ParseVmmUsage({ReadSmall(base + "/stat"), ReadSmall(base + "/status"),
-                        ReadSmall(base + "/smaps")},
+  return ParseVmmUsage({ReadSmall(base + "/stat"), ReadSmall(base + "/status"), ReadSmall(base + "/smaps")},
                        guest_bytes, ::sysconf(_SC_CLK_TCK));
 }
 
@@ -226,8 +221,8 @@ std::string DescribeWaitStatus(int st) {
   if (WIFEXITED(st)) return "qemu exited with status " + std::to_string(WEXITSTATUS(st));
   if (WIFSIGNALED(st)) {
     const char* name = sigabbrev_np(WTERMSIG(st));
-    return std::string("qemu killed by signal ") + (name ? std::string("SIG") + name
-                                                         : std::to_string(WTERMSIG(st)));
+    return std::string("qemu killed by signal ") +
+           (name ? std::string("SIG") + name : std::to_string(WTERMSIG(st)));
   }
   return "qemu ended (status " + std::to_string(st) + ")";
 }
@@ -318,7 +313,8 @@ class MicrovmInstance : public Instance {
     std::string out = head;
     if (!qemu.empty()) out += "; qemu: " + qemu;
     if (!console.empty()) out += "; console: " + console;
-    if (out.size() > kReportTail) out = out.substr(0, 200) + " … " + out.substr(out.size() - (kReportTail - 210));
+    if (out.size() > kReportTail)
+      out = out.substr(0, 200) + " … " + out.substr(out.size() - (kReportTail - 210));
     return out;
   }
 
@@ -341,8 +337,8 @@ class MicrovmIsolator : public Isolator {
   Status Available() override {
     std::string qemu = QemuBinary();
     if (::access(qemu.c_str(), X_OK) != 0)
-      return Platform("isolation", "microvm: QEMU not found (" + qemu +
-                                       "): install qemu-system-x86 or set SKIFF_QEMU");
+      return Platform("isolation",
+                      "microvm: QEMU not found (" + qemu + "): install qemu-system-x86 or set SKIFF_QEMU");
     std::string kernel = KernelPath();
     if (::access(kernel.c_str(), R_OK) != 0)
       return Platform("isolation", "microvm: guest kernel not built (" + kernel +
@@ -393,9 +389,9 @@ struct LaunchSpec {
   std::string block_image;
   bool kvm = false;
   bool qmp = false;
-  int incoming_fd = -1;                       // restore from this stream
-  uint64_t max_file_bytes = kMaxLogBytes;     // RLIMIT_FSIZE: logs, or a snapshot
-  const SandboxPolicy* network = nullptr;     // network: true (cold boots only)
+  int incoming_fd = -1;                    // restore from this stream
+  uint64_t max_file_bytes = kMaxLogBytes;  // RLIMIT_FSIZE: logs, or a snapshot
+  const SandboxPolicy* network = nullptr;  // network: true (cold boots only)
 };
 
 struct Launched {
@@ -422,14 +418,11 @@ Result<Parts> ResolveParts() {
   std::string kernel = KernelPath();
   if (!::realpath(kernel.c_str(), real)) return Error::Sys(Code::kS300, "realpath", kernel, errno);
   p.kernel = real;
-  SKIFF_ASSIGN_OR_RETURN(p.initrd,
-                         EnsureInitramfs(paths::AgentBinary(), paths::CacheDir() + "/microvm"));
+  SKIFF_ASSIGN_OR_RETURN(p.initrd, EnsureInitramfs(paths::AgentBinary(), paths::CacheDir() + "/microvm"));
   return p;
 }
 
-QemuMachine MachineOf(const LaunchSpec& spec) {
-  return {spec.append, spec.cpus, spec.memory_mb, spec.kvm};
-}
+QemuMachine MachineOf(const LaunchSpec& spec) { return {spec.append, spec.cpus, spec.memory_mb, spec.kvm}; }
 
 Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   Launched l;
@@ -479,9 +472,9 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   // gets the guest tap's descriptor and stays in its own empty namespace.
   UniqueFd tap;
   if (spec.network) {
-    SKIFF_ASSIGN_OR_RETURN(l.net, net::SandboxNet::Create(
-                                      {spec.network->net_host_ports, spec.network->net_allow},
-                                      net::Mode::kBridge));
+    SKIFF_ASSIGN_OR_RETURN(
+        l.net,
+        net::SandboxNet::Create({spec.network->net_host_ports, spec.network->net_allow}, net::Mode::kBridge));
     tap = l.net->TakeTap();
   }
 
@@ -549,8 +542,7 @@ std::string WaitForAgent(Launched& l, Clock::time_point deadline) {
     }
     if (p[0].revents & (POLLHUP | POLLERR)) {
       auto st = l.proc.Wait(2000ms);
-      return st.ok() && st->has_value() ? DescribeWaitStatus(**st)
-                                        : std::string("the agent channel closed");
+      return st.ok() && st->has_value() ? DescribeWaitStatus(**st) : std::string("the agent channel closed");
     }
   }
 }
@@ -581,9 +573,7 @@ Error BootFailure(Launched& l, const std::string& failure) {
   return Platform("boot", msg);
 }
 
-int64_t Ms(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
+int64_t Ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
 // ---- Snapshots ------------------------------------------------------------
 //
@@ -707,8 +697,8 @@ Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::stri
   SKIFF_RETURN_IF_ERROR(qmp.Execute("stop", {}, deadline));
   // QEMU's default migration bandwidth limit (32 MiB/s) is for live
   // migration over a network; a stopped VM saved to a local file wants none.
-  SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate-set-parameters",
-                                    {{"max-bandwidth", int64_t{1} << 40}}, deadline));
+  SKIFF_RETURN_IF_ERROR(
+      qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, deadline));
   std::string tmp = dir + ".tmp" + std::to_string(::getpid());
   RemoveTreeLogged(tmp);
   if (::mkdir(tmp.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
@@ -722,8 +712,8 @@ Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::stri
     std::string status = st.value("status", std::string());
     if (status == "completed") break;
     if (status == "failed" || status == "cancelled")
-      return Platform("snapshot", "migration " + status + ": " +
-                                      st.value("error-desc", std::string("no reason given")));
+      return Platform("snapshot",
+                      "migration " + status + ": " + st.value("error-desc", std::string("no reason given")));
     if (Clock::now() > deadline) return Platform("snapshot", "saving the template took too long");
     std::this_thread::sleep_for(10ms);
   }
@@ -733,8 +723,8 @@ Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::stri
   out.reset();
   {
     std::ofstream m(tmp + "/meta.json");
-    m << nlohmann::json{{"format", kSnapshotFormat}, {"cpus", spec.cpus},
-                        {"memory_mb", spec.memory_mb}, {"accel", spec.kvm ? "kvm" : "tcg"},
+    m << nlohmann::json{{"format", kSnapshotFormat},       {"cpus", spec.cpus},
+                        {"memory_mb", spec.memory_mb},     {"accel", spec.kvm ? "kvm" : "tcg"},
                         {"block_image", spec.block_image}, {"append", spec.append}}
              .dump()
       << "\n";
@@ -820,9 +810,8 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  nlohmann::json resume = {{"seed", seed},
-                           {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec},
-                           {"hostname", h}};
+  nlohmann::json resume = {
+      {"seed", seed}, {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec}, {"hostname", h}};
   std::string frame = proto::EncodeResumeHello(resume);
   if (!SendAll(l.chan.get(), frame).ok())
     return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
@@ -838,8 +827,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   if (!SafeId(policy.id)) return Platform("boot", "microvm: bad sandbox id");
   if (policy.rootfs.block_image.empty())
     return Platform("boot", "microvm: the image has no block image (build it with the images tool)");
-  std::string fstype = policy.rootfs.block_fstype.empty() ? std::string("erofs")
-                                                                   : policy.rootfs.block_fstype;
+  std::string fstype = policy.rootfs.block_fstype.empty() ? std::string("erofs") : policy.rootfs.block_fstype;
   if (fstype != "erofs" && fstype != "ext4")
     return Platform("boot", "microvm: unsupported block image type '" + fstype + "'");
   if (policy.cpus < 1 || policy.cpus > 64) return Platform("boot", "microvm: cpus out of range");
@@ -893,8 +881,8 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
         st = BuildTemplate(parts, ts, dir);
         template_ms = Ms(Clock::now() - tb);
         if (st.ok()) {
-          SKIFF_LOG(Info) << "microvm: saved a template for " << policy.memory_mb << " MiB, "
-                          << policy.cpus << " vCPU in " << template_ms << " ms";
+          SKIFF_LOG(Info) << "microvm: saved a template for " << policy.memory_mb << " MiB, " << policy.cpus
+                          << " vCPU in " << template_ms << " ms";
           PruneTemplates(key);
         }
       }
@@ -950,9 +938,9 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
                   << (kvm ? "kvm" : "tcg") << (restored ? ", restored" : ", booted") << ", qemu pid "
                   << vm->proc.pid() << ")";
   std::string state = vm->state.Release();
-  return std::unique_ptr<Instance>(new MicrovmInstance(
-      state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
-      uint64_t{policy.memory_mb} << 20, std::move(vm->net)));
+  return std::unique_ptr<Instance>(new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan),
+                                                       std::move(facts), uint64_t{policy.memory_mb} << 20,
+                                                       std::move(vm->net)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {
@@ -1118,11 +1106,26 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
-  std::vector<std::string> args = {
-      qemu, "-M", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
-      "-accel", "kvm", "-cpu", "host", "-m", "64", "-nodefaults", "-no-user-config",
-      "-display", "none", "-no-reboot", "-serial", "stdio", "-kernel", kernel,
-      "-append", "console=ttyS0 panic=-1 reboot=t"};
+  std::vector<std::string> args = {qemu,
+                                   "-M",
+                                   "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=on,rtc=on,acpi=off",
+                                   "-accel",
+                                   "kvm",
+                                   "-cpu",
+                                   "host",
+                                   "-m",
+                                   "64",
+                                   "-nodefaults",
+                                   "-no-user-config",
+                                   "-display",
+                                   "none",
+                                   "-no-reboot",
+                                   "-serial",
+                                   "stdio",
+                                   "-kernel",
+                                   kernel,
+                                   "-append",
+                                   "console=ttyS0 panic=-1 reboot=t"};
   std::vector<char*> av;
   for (auto& a : args) av.push_back(a.data());
   av.push_back(nullptr);
@@ -1252,8 +1255,6 @@ std::string KernelCmdline(const SandboxPolicy& policy, bool kvm) {
 
 }  // namespace microvm
 
-std::unique_ptr<Isolator> MakeMicrovmIsolator() {
-  return std::make_unique<microvm::MicrovmIsolator>();
-}
+std::unique_ptr<Isolator> MakeMicrovmIsolator() { return std::make_unique<microvm::MicrovmIsolator>(); }
 
 }  // namespace skiff

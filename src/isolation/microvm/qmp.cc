@@ -40,8 +40,8 @@ Result<json> Qmp::ReadMessage(Deadline deadline) {
       return j;
     }
     if (buf_.size() > kMaxLine) return Platform("qmp", "QEMU sent an oversized message");
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Platform("qmp", "QEMU did not answer in time");
     pollfd p{fd_.get(), POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 60000)));
@@ -65,15 +65,14 @@ Status Qmp::Handshake(Deadline deadline) {
   return OkStatus();
 }
 
-Result<json> Qmp::Execute(const std::string& command, const json& arguments, Deadline deadline,
-                          int pass_fd) {
+Result<json> Qmp::Execute(const std::string& command, const json& arguments, Deadline deadline, int pass_fd) {
   int id = next_id_++;
   json cmd = {{"execute", command}, {"id", id}};
   if (!arguments.empty()) cmd["arguments"] = arguments;
   SKIFF_RETURN_IF_ERROR(Send(cmd.dump() + "\n", pass_fd));
   for (;;) {
     SKIFF_ASSIGN_OR_RETURN(json m, ReadMessage(deadline));
-    if (m.contains("event")) continue;  // asynchronous events are not needed
+    if (m.contains("event")) continue;                 // asynchronous events are not needed
     if (!m.contains("id") || m["id"] != id) continue;  // not ours (cannot happen: one at a time)
     if (m.contains("error")) {
       std::string desc = m["error"].is_object() ? m["error"].value("desc", std::string("?")) : "?";

@@ -5,9 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/error.h"
 #include "base/unique_fd.h"

@@ -38,9 +38,17 @@ enum Step {
   kStepExec,
   kStepCount
 };
-constexpr const char* kStepNames[kStepCount] = {
-    "dup fds", "mount(/, MS_PRIVATE)", "mount(tmpfs)", "pivot_root", "remount root read-only",
-    "setrlimit", "setgroups", "setresgid", "setresuid", "prctl(NO_NEW_PRIVS)", "execve"};
+constexpr const char* kStepNames[kStepCount] = {"dup fds",
+                                                "mount(/, MS_PRIVATE)",
+                                                "mount(tmpfs)",
+                                                "pivot_root",
+                                                "remount root read-only",
+                                                "setrlimit",
+                                                "setgroups",
+                                                "setresgid",
+                                                "setresuid",
+                                                "prctl(NO_NEW_PRIVS)",
+                                                "execve"};
 
 // Async-signal-safe from here to the end of RunChild: only system calls on
 // memory prepared by the parent, no allocation, no locks.
@@ -53,8 +61,7 @@ constexpr const char* kStepNames[kStepCount] = {
 
 int BindRo(const char* src, const char* dst) {
   if (::mount(src, dst, nullptr, MS_BIND | MS_REC, nullptr) != 0) return -1;
-  return ::mount(nullptr, dst, nullptr,
-                 MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
+  return ::mount(nullptr, dst, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }
 
 int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
@@ -134,8 +141,7 @@ int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
   if (::syscall(SYS_pivot_root, ".", ".") != 0) ChildFail(err_pipe, kStepPivot, errno);
   if (::umount2(".", MNT_DETACH) != 0) ChildFail(err_pipe, kStepPivot, errno);
   if (::chdir("/") != 0) ChildFail(err_pipe, kStepPivot, errno);
-  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-              nullptr) != 0)
+  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
     ChildFail(err_pipe, kStepRootRo, errno);
 
   rlimit core{0, 0};
@@ -144,25 +150,22 @@ int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
     rlimit fsize{plan.max_file_bytes, plan.max_file_bytes};
     if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(err_pipe, kStepRlimit, errno);
   }
-  if (::setgroups(plan.groups.size(), plan.groups.data()) != 0)
-    ChildFail(err_pipe, kStepGroups, errno);
+  if (::setgroups(plan.groups.size(), plan.groups.data()) != 0) ChildFail(err_pipe, kStepGroups, errno);
   if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(err_pipe, kStepGid, errno);
   if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(err_pipe, kStepUid, errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(err_pipe, kStepNoNewPrivs, errno);
-  ::execve(plan.exec_path.c_str(), const_cast<char* const*>(argv),
-           const_cast<char* const*>(envp));
+  ::execve(plan.exec_path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(envp));
   ChildFail(err_pipe, kStepExec, errno);
 }
 
 }  // namespace
 
-void AddBaseRoot(VmmPlan& plan, bool kvm,
-                 const std::vector<std::pair<std::string, std::string>>& files) {
+void AddBaseRoot(VmmPlan& plan, bool kvm, const std::vector<std::pair<std::string, std::string>>& files) {
   using Op = VmmPlan::Op;
   const std::string& r = plan.root;
   plan.ops.push_back({Op::kBindDir, "/usr", r + "/usr"});
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    struct stat st{};
+    struct stat st {};
     if (::lstat(top, &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
       char target[PATH_MAX];
@@ -179,7 +182,7 @@ void AddBaseRoot(VmmPlan& plan, bool kvm,
   // With KVM, /dev is its own tmpfs holding a private /dev/kvm node owned
   // by the VMM's uid: a bind of the host node would inherit the root's
   // nodev and the host node's root-only mode.
-  struct stat kvm_st{};
+  struct stat kvm_st {};
   bool kvm_node = kvm && ::stat("/dev/kvm", &kvm_st) == 0 && S_ISCHR(kvm_st.st_mode);
   plan.ops.push_back({kvm_node ? Op::kDevDir : Op::kMkdir, "", r + "/dev"});
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"})
@@ -219,14 +222,13 @@ Result<Process> LaunchVmm(const VmmPlan& plan) {
   while (n < 0 && errno == EINTR);
   if (n == 0) return proc;  // exec succeeded: the pipe closed on exec
   (void)proc.Wait(std::nullopt);
-  if (n != static_cast<ssize_t>(sizeof f))
-    return Platform("boot", "vmm setup: short report from child");
+  if (n != static_cast<ssize_t>(sizeof f)) return Platform("boot", "vmm setup: short report from child");
   std::string step;
   if (f.step >= 100 && static_cast<size_t>(f.step - 100) < plan.ops.size()) {
     const auto& op = plan.ops[static_cast<size_t>(f.step - 100)];
-    step = (op.kind == VmmPlan::Op::kSymlink ? "symlink(" : op.kind == VmmPlan::Op::kMkdir
-                                                                ? "mkdir("
-                                                                : "bind(") +
+    step = (op.kind == VmmPlan::Op::kSymlink ? "symlink("
+            : op.kind == VmmPlan::Op::kMkdir ? "mkdir("
+                                             : "bind(") +
            op.dst + ")";
   } else if (f.step >= 0 && f.step < kStepCount) {
     step = kStepNames[f.step];

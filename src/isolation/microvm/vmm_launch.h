@@ -25,16 +25,16 @@ struct VmmPlan {
     std::string dst;  // absolute path under `root`
     dev_t rdev = 0;   // kCharDev
   };
-  std::string root;                // host directory the tmpfs is mounted on
+  std::string root;  // host directory the tmpfs is mounted on
   std::vector<Op> ops;
-  std::string exec_path;           // QEMU, as seen inside the new root
+  std::string exec_path;  // QEMU, as seen inside the new root
   std::vector<std::string> argv;
   std::vector<std::string> env;
   uid_t uid = 65534;
   gid_t gid = 65534;
-  std::vector<gid_t> groups;       // supplementary (the kvm group with KVM)
+  std::vector<gid_t> groups;  // supplementary (the kvm group with KVM)
   bool new_netns = true;
-  uint64_t max_file_bytes = 0;     // RLIMIT_FSIZE for the console/log files
+  uint64_t max_file_bytes = 0;  // RLIMIT_FSIZE for the console/log files
   // Descriptors the child gets: 0 = stdin, 1 = stdout (console), 2 = stderr,
   // then these at 3, 4, ... in order.
   int stdin_fd = -1;
@@ -47,8 +47,7 @@ struct VmmPlan {
 // merged-usr links or directories /bin /lib /lib64 ...), /etc/ld.so.cache,
 // /dev/{null,zero,random,urandom} (+kvm), and `files` (host path -> path
 // inside) bound read-only.
-void AddBaseRoot(VmmPlan& plan, bool kvm,
-                 const std::vector<std::pair<std::string, std::string>>& files);
+void AddBaseRoot(VmmPlan& plan, bool kvm, const std::vector<std::pair<std::string, std::string>>& files);
 
 // Clones the child into new namespaces, runs the plan and execs QEMU.
 // Returns once QEMU has been exec'ed (or the setup failed: S300 naming the

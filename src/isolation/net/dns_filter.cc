@@ -2,14 +2,13 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ldns/ldns.h>
+#include <nftables/libnftables.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
-
-#include <ldns/ldns.h>
-#include <nftables/libnftables.h>
 
 #include <algorithm>
 #include <cctype>
@@ -32,15 +31,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Bounds on what one sandbox may make its filter do.
-constexpr size_t kMaxMessage = 4096;         // a query from the sandbox
+constexpr size_t kMaxMessage = 4096;  // a query from the sandbox
 constexpr size_t kMaxUpstreamMessage = 65535;
-constexpr size_t kMaxPending = 128;          // queries waiting for upstream
-constexpr size_t kMaxConns = 16;             // TCP connections
+constexpr size_t kMaxPending = 128;  // queries waiting for upstream
+constexpr size_t kMaxConns = 16;     // TCP connections
 constexpr size_t kMaxPendingPerConn = 4;
 constexpr size_t kMaxConnOutput = 256 * 1024;
 constexpr auto kUpstreamTimeout = std::chrono::seconds(5);
 constexpr auto kConnIdle = std::chrono::seconds(10);
-constexpr double kRate = 100;                // queries per second, sustained
+constexpr double kRate = 100;  // queries per second, sustained
 constexpr double kBurst = 200;
 constexpr int kMaxCnameHops = 16;
 
@@ -78,7 +77,7 @@ std::vector<uint8_t> HeaderReply(const uint8_t* data, uint8_t rcode) {
   h[0] = data[0];
   h[1] = data[1];
   h[2] = static_cast<uint8_t>(0x80 | (data[2] & 0x79));  // QR, opcode, RD
-  h[3] = static_cast<uint8_t>(0x80 | (rcode & 0x0f));     // RA, rcode
+  h[3] = static_cast<uint8_t>(0x80 | (rcode & 0x0f));    // RA, rcode
   return h;
 }
 
@@ -99,8 +98,7 @@ Result<DomainPolicy> DomainPolicy::Parse(const std::vector<std::string>& entries
     bool below = e.rfind("*.", 0) == 0;
     std::string name = below ? e.substr(2) : e;
     bool ok = !name.empty() && name.size() <= 254 && name != ".";
-    for (char c : name)
-      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.');
+    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.');
     ldns_rdf* rdf = nullptr;
     if (ok && ldns_str2rdf_dname(&rdf, name.c_str()) == LDNS_STATUS_OK && rdf != nullptr) {
       Rdf owned(rdf);
@@ -139,8 +137,8 @@ std::vector<uint8_t> ErrorReply(const QueryVerdict& query, uint8_t rcode) {
   ldns_pkt_set_opcode(p.get(), LDNS_PACKET_QUERY);
   ldns_pkt_set_rcode(p.get(), rcode);
   ldns_rr* q = ldns_rr_new();
-  ldns_rr_set_owner(q, ldns_dname_new_frm_data(static_cast<uint16_t>(query.qname.size()),
-                                               query.qname.data()));
+  ldns_rr_set_owner(q,
+                    ldns_dname_new_frm_data(static_cast<uint16_t>(query.qname.size()), query.qname.data()));
   ldns_rr_set_type(q, static_cast<ldns_rr_type>(query.qtype));
   ldns_rr_set_class(q, LDNS_RR_CLASS_IN);
   ldns_rr_set_question(q, true);
@@ -164,8 +162,8 @@ QueryVerdict ScreenQuery(const DomainPolicy& policy, const uint8_t* data, size_t
     return v;
   }
   Pkt q(raw);
-  if (ldns_pkt_qdcount(q.get()) != 1 || ldns_pkt_ancount(q.get()) != 0 ||
-      ldns_pkt_nscount(q.get()) != 0 || ldns_rr_list_rr_count(ldns_pkt_question(q.get())) != 1) {
+  if (ldns_pkt_qdcount(q.get()) != 1 || ldns_pkt_ancount(q.get()) != 0 || ldns_pkt_nscount(q.get()) != 0 ||
+      ldns_rr_list_rr_count(ldns_pkt_question(q.get())) != 1) {
     v.wire = HeaderReply(data, LDNS_RCODE_FORMERR);
     return v;
   }
@@ -203,9 +201,8 @@ QueryVerdict ScreenQuery(const DomainPolicy& policy, const uint8_t* data, size_t
   return v;
 }
 
-Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_id,
-                                   const uint8_t* data, size_t len,
-                                   const std::function<bool(in_addr)>& eligible, bool tcp) {
+Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_id, const uint8_t* data,
+                                   size_t len, const std::function<bool(in_addr)>& eligible, bool tcp) {
   ldns_pkt* raw = nullptr;
   if (len < 12 || ldns_wire2pkt(&raw, data, len) != LDNS_STATUS_OK || raw == nullptr)
     return Error(Code::kS300, "unparsable upstream answer");
@@ -214,8 +211,7 @@ Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_
       ldns_rr_list_rr_count(ldns_pkt_question(a.get())) != 1)
     return Error(Code::kS300, "upstream answer does not match its query");
   const ldns_rr* question = ldns_rr_list_rr(ldns_pkt_question(a.get()), 0);
-  if (CanonicalName(ldns_rr_owner(question)) != query.qname ||
-      ldns_rr_get_type(question) != query.qtype)
+  if (CanonicalName(ldns_rr_owner(question)) != query.qname || ldns_rr_get_type(question) != query.qtype)
     return Error(Code::kS300, "upstream answer is for another question");
 
   // The names that answer for the question: the name and its CNAME chain.
@@ -227,8 +223,7 @@ Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_
     for (size_t i = 0; i < n; ++i) {
       const ldns_rr* rr = ldns_rr_list_rr(answer, i);
       if (ldns_rr_get_type(rr) != LDNS_RR_TYPE_CNAME || ldns_rr_rd_count(rr) != 1) continue;
-      if (chain.count(CanonicalName(ldns_rr_owner(rr))))
-        chain.insert(CanonicalName(ldns_rr_rdf(rr, 0)));
+      if (chain.count(CanonicalName(ldns_rr_owner(rr)))) chain.insert(CanonicalName(ldns_rr_rdf(rr, 0)));
     }
     if (chain.size() == before) break;
   }
@@ -382,7 +377,8 @@ struct DnsFilter::Impl {
   uint16_t NewId() {
     for (;;) {
       uint16_t id = 0;
-      if (::getrandom(&id, sizeof id, 0) != sizeof id) id = static_cast<uint16_t>(Clock::now().time_since_epoch().count());
+      if (::getrandom(&id, sizeof id, 0) != sizeof id)
+        id = static_cast<uint16_t>(Clock::now().time_since_epoch().count());
       if (!pending.count(id)) return id;
     }
   }
@@ -415,8 +411,7 @@ struct DnsFilter::Impl {
     // An element's timeout cannot be raised in place: delete and re-add in
     // one transaction. If one of them expired meanwhile, the delete fails
     // and the whole transaction is undone: add alone then.
-    bool ok = (!del.empty() && Nft("delete element " + set + " { " + del + " }\n" + cmd)) ||
-              Nft(cmd);
+    bool ok = (!del.empty() && Nft("delete element " + set + " { " + del + " }\n" + cmd)) || Nft(cmd);
     if (!ok) return false;
     for (auto& [a, e] : updates) in_set[a] = e;
     if (in_set.size() > 8192) {
@@ -449,8 +444,8 @@ struct DnsFilter::Impl {
   }
 
   // One message from the sandbox.
-  void Query(const uint8_t* data, size_t len, bool tcp, const sockaddr_storage* from,
-             socklen_t from_len, uint64_t conn) {
+  void Query(const uint8_t* data, size_t len, bool tcp, const sockaddr_storage* from, socklen_t from_len,
+             uint64_t conn) {
     if (!Admit()) return;  // over the rate: dropped, the client retries
     Pending p;
     p.query = ScreenQuery(o.policy, data, len, tcp);
@@ -503,9 +498,10 @@ struct DnsFilter::Impl {
       uint16_t id = static_cast<uint16_t>(buf[0] << 8 | buf[1]);
       auto it = pending.find(id);
       if (it == pending.end()) continue;
-      auto a = ScreenAnswer(it->second.query, id, buf.data(), static_cast<size_t>(n), o.eligible,
-                            it->second.tcp);
-      SKIFF_LOG(Debug) << "dns filter " << this << ": answer " << id << " " << (a.ok() ? "ok" : a.error().message());
+      auto a =
+          ScreenAnswer(it->second.query, id, buf.data(), static_cast<size_t>(n), o.eligible, it->second.tcp);
+      SKIFF_LOG(Debug) << "dns filter " << this << ": answer " << id << " "
+                       << (a.ok() ? "ok" : a.error().message());
       if (!a.ok()) continue;  // not this query's answer: keep waiting
       if (!AddToSet(a->addresses)) {
         SKIFF_LOG(Warn) << "dns filter: could not add resolved addresses to the egress set";
@@ -587,7 +583,9 @@ struct DnsFilter::Impl {
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
     for (;;) {
-      fds.assign({{stop.get(), POLLIN, 0}, {o.udp.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0},
+      fds.assign({{stop.get(), POLLIN, 0},
+                  {o.udp.get(), POLLIN, 0},
+                  {upstream.get(), POLLIN, 0},
                   {o.tcp.get(), static_cast<short>(conns.size() < kMaxConns ? POLLIN : 0), 0}});
       ids.clear();
       for (auto& [id, c] : conns) {

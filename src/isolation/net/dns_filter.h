@@ -68,8 +68,8 @@ struct QueryVerdict {
   uint16_t id = 0;            // the client's id
   std::string qname;          // lower-case wire name of the question
   uint16_t qtype = 0;
-  size_t udp_limit = 512;     // largest UDP answer the client accepts
-  bool edns = false;          // the client sent EDNS
+  size_t udp_limit = 512;  // largest UDP answer the client accepts
+  bool edns = false;       // the client sent EDNS
 };
 // `tcp`: the message came over TCP (no UDP size limit applies).
 QueryVerdict ScreenQuery(const DomainPolicy& policy, const uint8_t* data, size_t len, bool tcp);
@@ -82,9 +82,8 @@ struct AnswerVerdict {
 // `eligible`: whether a resolved IPv4 address may enter the set (public
 // unicast, not a host address). Fails when the answer does not belong to
 // the query (question differs) or cannot be parsed.
-Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_id,
-                                   const uint8_t* data, size_t len,
-                                   const std::function<bool(in_addr)>& eligible, bool tcp);
+Result<AnswerVerdict> ScreenAnswer(const QueryVerdict& query, uint16_t upstream_id, const uint8_t* data,
+                                   size_t len, const std::function<bool(in_addr)>& eligible, bool tcp);
 
 // A minimal answer to `query` with only the question and `rcode`.
 std::vector<uint8_t> ErrorReply(const QueryVerdict& query, uint8_t rcode);
@@ -96,13 +95,13 @@ Result<sockaddr_storage> UpstreamResolver();
 class DnsFilter {
  public:
   struct Options {
-    int netns_fd = -1;        // the sandbox's namespace (for the set updates)
-    std::string nft_family;   // "inet" or "bridge": the table holding `dns4`
+    int netns_fd = -1;       // the sandbox's namespace (for the set updates)
+    std::string nft_family;  // "inet" or "bridge": the table holding `dns4`
     DomainPolicy policy;
     std::function<bool(in_addr)> eligible;
     sockaddr_storage upstream{};
-    UniqueFd udp;             // bound to 10.0.2.3:53 inside the namespace
-    UniqueFd tcp;             // listening on 10.0.2.3:53 inside the namespace
+    UniqueFd udp;  // bound to 10.0.2.3:53 inside the namespace
+    UniqueFd tcp;  // listening on 10.0.2.3:53 inside the namespace
   };
   static Result<std::unique_ptr<DnsFilter>> Start(Options opts);
   ~DnsFilter();

@@ -3,11 +3,12 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <net/if_arp.h>
 #include <linux/if_tun.h>
 #include <linux/sockios.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <netinet/in.h>
+#include <nftables/libnftables.h>
 #include <poll.h>
 #include <sched.h>
 #include <spawn.h>
@@ -16,8 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <nftables/libnftables.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,11 +47,9 @@ Error NetError(std::string_view detail) { return Platform("network", detail); }
 
 // IPv4 ranges of spec §6.3 that no configuration can unlock, and the
 // private ranges an explicit allow CIDR may unlock.
-constexpr const char* kNeverV4[] = {"0.0.0.0/8",     "127.0.0.0/8",   "169.254.0.0/16",
-                                    "192.0.0.0/24",  "198.18.0.0/15", "224.0.0.0/4",
-                                    "240.0.0.0/4"};
-constexpr const char* kPrivateV4[] = {"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12",
-                                      "192.168.0.0/16"};
+constexpr const char* kNeverV4[] = {"0.0.0.0/8",     "127.0.0.0/8", "169.254.0.0/16", "192.0.0.0/24",
+                                    "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"};
+constexpr const char* kPrivateV4[] = {"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"};
 
 struct V4Net {
   uint32_t addr = 0;  // host order, host bits cleared
@@ -65,8 +62,7 @@ bool ParseV4(const std::string& s, V4Net* out) {
   if (auto slash = s.find('/'); slash != std::string::npos) {
     a = s.substr(0, slash);
     std::string p = s.substr(slash + 1);
-    if (p.empty() || p.size() > 2 || p.find_first_not_of("0123456789") != std::string::npos)
-      return false;
+    if (p.empty() || p.size() > 2 || p.find_first_not_of("0123456789") != std::string::npos) return false;
     prefix = std::atoi(p.c_str());
     if (prefix > 32) return false;
   }
@@ -97,8 +93,7 @@ bool ParseV6(const std::string& s, std::string* canonical) {
   if (auto slash = s.find('/'); slash != std::string::npos) {
     a = s.substr(0, slash);
     std::string p = s.substr(slash + 1);
-    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos)
-      return false;
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos) return false;
     prefix = std::atoi(p.c_str());
     if (prefix > 128) return false;
   }
@@ -143,8 +138,7 @@ Status AddToBridge(int sock, const char* port) {
   std::strncpy(ifr.ifr_name, kBridge, IFNAMSIZ - 1);
   ifr.ifr_ifindex = static_cast<int>(::if_nametoindex(port));
   if (ifr.ifr_ifindex == 0) return Error::Sys(Code::kS300, "if_nametoindex", port, errno);
-  if (::ioctl(sock, SIOCBRADDIF, &ifr) < 0)
-    return Error::Sys(Code::kS300, "ioctl(SIOCBRADDIF)", port, errno);
+  if (::ioctl(sock, SIOCBRADDIF, &ifr) < 0) return Error::Sys(Code::kS300, "ioctl(SIOCBRADDIF)", port, errno);
   return OkStatus();
 }
 
@@ -154,7 +148,8 @@ Status SetAddress(int sock, const char* ifname, const char* addr, const char* ma
   auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
   sin->sin_family = AF_INET;
   ::inet_pton(AF_INET, addr, &sin->sin_addr);
-  if (::ioctl(sock, SIOCSIFADDR, &ifr) < 0) return Error::Sys(Code::kS300, "ioctl(SIOCSIFADDR)", ifname, errno);
+  if (::ioctl(sock, SIOCSIFADDR, &ifr) < 0)
+    return Error::Sys(Code::kS300, "ioctl(SIOCSIFADDR)", ifname, errno);
   ::inet_pton(AF_INET, mask, &sin->sin_addr);
   if (::ioctl(sock, SIOCSIFNETMASK, &ifr) < 0)
     return Error::Sys(Code::kS300, "ioctl(SIOCSIFNETMASK)", ifname, errno);
@@ -302,8 +297,9 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
       // for the longest set timeout instead, so a connection in use is
       // not cut when the element would have expired.
       body << "    ip daddr @dns4"
-           << (mode == Mode::kLocal ? "" : " update @dns4 { ip daddr timeout " +
-                                               std::to_string(kDnsMaxTtl) + "s }")
+           << (mode == Mode::kLocal
+                   ? ""
+                   : " update @dns4 { ip daddr timeout " + std::to_string(kDnsMaxTtl) + "s }")
            << " accept\n";
     }
   }
@@ -363,8 +359,7 @@ std::vector<std::string> HostAddresses() {
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
       out.emplace_back(buf);
     } else if (i->ifa_addr->sa_family == AF_INET6) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf,
-                  sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
       out.emplace_back(buf);
     }
   }
@@ -392,7 +387,8 @@ std::string RewriteLoopback(const std::string& value, const std::vector<uint16_t
     size_t digits = hit + host_len, end = digits;
     while (end < value.size() && end - digits < 6 && value[end] >= '0' && value[end] <= '9') ++end;
     bool ok = end > digits && (end == value.size() || value[end] < '0' || value[end] > '9') &&
-              end - digits <= 5 && listed.count(static_cast<uint32_t>(std::stoul(value.substr(digits, end - digits))));
+              end - digits <= 5 &&
+              listed.count(static_cast<uint32_t>(std::stoul(value.substr(digits, end - digits))));
     out.append(value, i, hit - i);
     if (ok) {
       out += std::string("://") + kGateway + ":" + value.substr(digits, end - digits);
@@ -448,8 +444,8 @@ nlohmann::json Doctor() {
     }
     j["setup_ok"] = trial.ok();
     if (!trial.ok()) j["error"] = trial.error().message();
-    j["setup_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - t0).count();
+    j["setup_ms"] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   } else {
     j["setup_ok"] = false;
     j["error"] = avail.error().message();
@@ -517,9 +513,8 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
     if (filtered) {
       // The resolver address becomes local to the namespace: on a lo alias
       // (jail: queries never leave the namespace), or on br0 (microVM).
-      SKIFF_RETURN_IF_ERROR(mode == Mode::kLocal
-                                ? SetAddress(sock.get(), "lo:dns", kDns, "255.255.255.255")
-                                : SetAddress(sock.get(), kBridge, kDns, "255.255.255.0"));
+      SKIFF_RETURN_IF_ERROR(mode == Mode::kLocal ? SetAddress(sock.get(), "lo:dns", kDns, "255.255.255.255")
+                                                 : SetAddress(sock.get(), kBridge, kDns, "255.255.255.0"));
       SKIFF_ASSIGN_OR_RETURN(dns.udp, DnsSocket(SOCK_DGRAM));
       SKIFF_ASSIGN_OR_RETURN(dns.tcp, DnsSocket(SOCK_STREAM));
     }
@@ -596,8 +591,8 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
   // configured with 10.0.2.100/24 and the default route).
   auto deadline = std::chrono::steady_clock::now() + kReadyTimeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return NetError("slirp4netns did not become ready within 10 s");
     pollfd p[2] = {{ready_read.get(), POLLIN, 0}, {sn->slirp_.pidfd(), POLLIN, 0}};
     int r = ::poll(p, 2, static_cast<int>(left.count()));
@@ -608,9 +603,8 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       ssize_t n = ::read(ready_read.get(), &c, 1);
       if (n == 1 && c == '1') break;
       auto ws = sn->slirp_.Wait(std::chrono::milliseconds(500));
-      std::string how = ws.ok() && ws->has_value()
-                            ? " (exit status " + std::to_string(WEXITSTATUS(**ws)) + ")"
-                            : "";
+      std::string how =
+          ws.ok() && ws->has_value() ? " (exit status " + std::to_string(WEXITSTATUS(**ws)) + ")" : "";
       return NetError("slirp4netns failed to attach to the sandbox namespace" + how);
     }
     if (p[1].revents & POLLIN) return NetError("slirp4netns exited during setup");
@@ -651,7 +645,7 @@ SandboxNet::~SandboxNet() {
 }
 
 uint64_t SandboxNet::netns_inode() const {
-  struct stat st{};
+  struct stat st {};
   return ::fstat(netns_.get(), &st) == 0 ? st.st_ino : 0;
 }
 

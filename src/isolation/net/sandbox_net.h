@@ -32,10 +32,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/pidfd.h"
@@ -63,8 +62,8 @@ struct NetPolicy {
 struct AllowList {
   std::vector<std::string> v4_private;  // CIDRs inside a private range: unlock it
   std::vector<std::string> v4_public;
-  std::vector<std::string> v6;          // accepted, but no IPv6 egress exists
-  std::vector<std::string> domains;     // `example.com`, `*.example.com`: the DNS filter
+  std::vector<std::string> v6;       // accepted, but no IPv6 egress exists
+  std::vector<std::string> domains;  // `example.com`, `*.example.com`: the DNS filter
   bool empty = true;
 };
 Result<AllowList> ParseAllow(const std::vector<std::string>& allow);
