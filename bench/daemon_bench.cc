@@ -12,17 +12,18 @@
 // Usage: skiff-daemon-bench [--runs N] [--execs N] [--clients N] [--per-client N] [--pool N]
 #include <algorithm>
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 
 #include "api/server.h"
 #include "sandbox/manager.h"

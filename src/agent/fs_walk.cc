@@ -119,6 +119,10 @@ int RemoveTreeAt(int dirfd, const char* name) {
   return ::unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? errno : 0;
 }
 
+// The copy keeps the source's owner where the sandbox may set it; where it
+// may not, the copy belongs to the agent, as cp without -p would leave it.
+static void KeepOwner(int chown_result) { static_cast<void>(chown_result != 0); }
+
 int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int depth) {
   if (depth > kMaxDepth * 4) return ELOOP;
   struct stat st {};
@@ -129,7 +133,7 @@ int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int dep
     if (n < 0) return errno;
     target.resize(static_cast<size_t>(n));
     if (::symlinkat(target.c_str(), ddir, dname) < 0) return errno;
-    (void)::fchownat(ddir, dname, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+    KeepOwner(::fchownat(ddir, dname, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW));
     return 0;
   }
   if (S_ISDIR(st.st_mode)) {
@@ -139,7 +143,7 @@ int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int dep
     if (!s || !d) return errno;
     for (const auto& name : ListNames(s.get()))
       if (int e = CopyTreeAt(s.get(), name.c_str(), d.get(), name.c_str(), depth + 1)) return e;
-    (void)::fchown(d.get(), st.st_uid, st.st_gid);
+    KeepOwner(::fchown(d.get(), st.st_uid, st.st_gid));
     if (::fchmod(d.get(), st.st_mode & 07777) < 0) return errno;
     return 0;
   }
@@ -161,13 +165,13 @@ int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int dep
         off += w;
       }
     }
-    (void)::fchown(d.get(), st.st_uid, st.st_gid);
+    KeepOwner(::fchown(d.get(), st.st_uid, st.st_gid));
     if (::fchmod(d.get(), st.st_mode & 07777) < 0) return errno;
     return 0;
   }
   // FIFOs, sockets, device nodes.
   if (::mknodat(ddir, dname, st.st_mode, st.st_rdev) < 0) return errno;
-  (void)::fchownat(ddir, dname, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+  KeepOwner(::fchownat(ddir, dname, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW));
   return 0;
 }
 

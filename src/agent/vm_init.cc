@@ -315,7 +315,8 @@ Result<int> VmInit() {
   ConfigureNetwork(user_net);
   if (params.count("hostname")) {
     const std::string& h = params["hostname"];
-    if (SafeToken(h, 63)) ::sethostname(h.c_str(), h.size());
+    // As on a restore: a guest that cannot take its name does not start.
+    if (SafeToken(h, 63) && ::sethostname(h.c_str(), h.size()) != 0) Fail(SysMsg("sethostname", h, errno));
   }
   if (user_net) {
     // DNS through the gateway's resolver; written into the overlay only.

@@ -47,19 +47,41 @@ bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
 
 // Each library's functions, listed once: the struct's members and the
 // dlsym calls are both generated from the list.
-#define SKIFF_CURL_FUNCTIONS(X)                                                                        \
-  X(curl_global_init)                                                                                  \
-  X(curl_easy_init) X(curl_easy_setopt) X(curl_easy_getinfo) X(curl_easy_perform) X(curl_easy_cleanup) \
-      X(curl_easy_strerror) X(curl_easy_escape) X(curl_free) X(curl_slist_append) X(curl_slist_free_all)
-#define SKIFF_ARCHIVE_FUNCTIONS(X)                                                                           \
-  X(archive_read_new)                                                                                        \
-  X(archive_read_free) X(archive_read_support_filter_all) X(archive_read_support_format_tar)                 \
-      X(archive_read_support_format_gnutar) X(archive_read_support_format_raw) X(archive_read_open_filename) \
-          X(archive_read_next_header) X(archive_read_data) X(archive_read_data_block)                        \
-              X(archive_read_data_into_fd) X(archive_error_string) X(archive_entry_filetype)                 \
-                  X(archive_entry_gid) X(archive_entry_uid) X(archive_entry_hardlink)                        \
-                      X(archive_entry_symlink) X(archive_entry_mtime) X(archive_entry_pathname)              \
-                          X(archive_entry_perm)
+// clang-format off (it reflows X-macro lists differently on every run)
+#define SKIFF_CURL_FUNCTIONS(X) \
+  X(curl_global_init)           \
+  X(curl_easy_init)             \
+  X(curl_easy_setopt)           \
+  X(curl_easy_getinfo)          \
+  X(curl_easy_perform)          \
+  X(curl_easy_cleanup)          \
+  X(curl_easy_strerror)         \
+  X(curl_easy_escape)           \
+  X(curl_free)                  \
+  X(curl_slist_append)          \
+  X(curl_slist_free_all)
+#define SKIFF_ARCHIVE_FUNCTIONS(X)      \
+  X(archive_read_new)                   \
+  X(archive_read_free)                  \
+  X(archive_read_support_filter_all)    \
+  X(archive_read_support_format_tar)    \
+  X(archive_read_support_format_gnutar) \
+  X(archive_read_support_format_raw)    \
+  X(archive_read_open_filename)         \
+  X(archive_read_next_header)           \
+  X(archive_read_data)                  \
+  X(archive_read_data_block)            \
+  X(archive_read_data_into_fd)          \
+  X(archive_error_string)               \
+  X(archive_entry_filetype)             \
+  X(archive_entry_gid)                  \
+  X(archive_entry_uid)                  \
+  X(archive_entry_hardlink)             \
+  X(archive_entry_symlink)              \
+  X(archive_entry_mtime)                \
+  X(archive_entry_pathname)             \
+  X(archive_entry_perm)
+// clang-format on
 
 #define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
 #define SKIFF_LAZY_RESOLVE(name) ok = ok && Sym(lib->h, soname, #name, &lib->name);

@@ -352,8 +352,8 @@ sc("reboot", 169, 0xfee1dead, 672274793, 0x1234567, None)
   // Host view: the agent's capabilities only hold inside its user namespace.
   std::string ns_host = ReadAll("/proc/self/ns/user");
   char a[64] = {}, c[64] = {};
-  ::readlink("/proc/self/ns/user", a, sizeof a - 1);
-  ::readlink(("/proc/" + std::to_string(b->pid) + "/ns/user").c_str(), c, sizeof c - 1);
+  ASSERT_GT(::readlink("/proc/self/ns/user", a, sizeof a - 1), 0);
+  ASSERT_GT(::readlink(("/proc/" + std::to_string(b->pid) + "/ns/user").c_str(), c, sizeof c - 1), 0);
   EXPECT_STRNE(a, c);
 }
 

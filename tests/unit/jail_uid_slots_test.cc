@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/fs_util.h"
 #include "isolation/jail/uid_slots.h"
 
 namespace skiff::jail {
@@ -55,7 +56,7 @@ class UidSlotsTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
   }
-  void TearDown() override { (void)std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override { EXPECT_TRUE(RemoveTree(dir_).ok()); }
   std::string dir_;
 };
 
