@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "shell_out.h"
@@ -25,6 +26,25 @@ class CliTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root on this host";
   }
 };
+
+// Run from a terminal (script gives the CLI a pseudo-terminal as its
+// controlling terminal): the agent, PID 1 of the sandbox, leads a session of
+// its own and has no controlling terminal, so a hostile agent cannot type
+// into the operator's shell through TIOCSTI.
+TEST_F(CliTest, TheAgentDoesNotHoldTheLaunchingTerminal) {
+  std::string run =
+      std::string("'") + SKIFF_BINARY_DIR + "/cmd/skiff/skiff' run host --isolation jail -- cat /proc/1/stat";
+  auto o = skiff::testing_support::Shell("script -qec \"" + run + "\" /dev/null < /dev/null");
+  ASSERT_EQ(o.exit_code, 0) << o.stdout_text;
+  // "1 (skiff-agent) S ppid pgrp session tty_nr …"
+  size_t close = o.stdout_text.find(") ");
+  ASSERT_NE(close, std::string::npos) << o.stdout_text;
+  std::istringstream fields(o.stdout_text.substr(close + 2));
+  std::string state, ppid, pgrp, session, tty_nr;
+  fields >> state >> ppid >> pgrp >> session >> tty_nr;
+  EXPECT_EQ(session, "1") << o.stdout_text;
+  EXPECT_EQ(tty_nr, "0") << o.stdout_text;
+}
 
 TEST_F(CliTest, RunPythonPresetPrints42) {
   auto o = Skiff("run python --isolation jail --lang python --code 'print(6*7)'");

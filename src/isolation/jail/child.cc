@@ -152,6 +152,11 @@ int RunChild(void* arg) noexcept {
   // descriptors. The setting clears itself at setresuid below, so the agent
   // is not tied to the launching thread's lifetime.
   Check(p, ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl", "PR_SET_PDEATHSIG");
+  // A session of its own, without the launcher's controlling terminal: an
+  // agent holding the operator's terminal as its controlling tty could type
+  // into the operator's shell with TIOCSTI. (On a terminal that is not its
+  // controlling one, TIOCSTI needs CAP_SYS_ADMIN on the host.)
+  Check(p, ::setsid(), "setsid", "");
   ::umask(022);
   // The skiff/ cgroup directories, while the host's tree is still visible.
   int cg_dirs[kMaxCgroupBases];
