@@ -7,6 +7,7 @@
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -87,6 +88,13 @@ const std::vector<const char*> kDenied = {
     "ustat",
     "afs_syscall",
     "vhangup",
+    // Denied by Docker's profile too: io_uring (a second syscall surface the
+    // filter cannot see into), secret memory areas, and LDT changes.
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "memfd_secret",
+    "modify_ldt",
 };
 
 constexpr uint64_t kNamespaceFlags =
@@ -121,6 +129,13 @@ Result<std::vector<sock_filter>> BuildFilter() {
   {
     scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWTIME, CLONE_NEWTIME);
     SKIFF_RETURN_IF_ERROR(add(SCMP_SYS(unshare), SCMP_ACT_ERRNO(EPERM), 1, &c));
+  }
+  // AF_VSOCK is not network-namespaced: a sandbox could bind host vsock
+  // ports or reach the hypervisor whatever its network setting.
+  {
+    scmp_arg_cmp c = SCMP_A0(SCMP_CMP_EQ, AF_VSOCK);
+    SKIFF_RETURN_IF_ERROR(add(SCMP_SYS(socket), SCMP_ACT_ERRNO(EPERM), 1, &c));
+    SKIFF_RETURN_IF_ERROR(add(SCMP_SYS(socketpair), SCMP_ACT_ERRNO(EPERM), 1, &c));
   }
   // clone3 passes its flags in memory a filter cannot read: answer ENOSYS so
   // libc falls back to clone, whose flags are checked above.

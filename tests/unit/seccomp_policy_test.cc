@@ -5,6 +5,7 @@
 #include <linux/audit.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include <cerrno>
@@ -119,6 +120,21 @@ TEST_F(SeccompPolicy, CloneAndUnshareRefuseNamespaceFlags) {
   // The flags are an int: the upper half of the register is not looked at by
   // the kernel, and a namespace bit there is not one.
   EXPECT_EQ(X86_64("unshare", uint64_t{CLONE_NEWUSER} << 32), SECCOMP_RET_ALLOW);
+}
+
+TEST_F(SeccompPolicy, IoUringSecretMemoryAndLdtAreDenied) {
+  for (int nr :
+       {__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_memfd_secret, __NR_modify_ldt})
+    EXPECT_EQ(Verdict(AUDIT_ARCH_X86_64, nr), kEperm) << nr;
+}
+
+TEST_F(SeccompPolicy, VsockSocketsAreDeniedOtherFamiliesAllowed) {
+  EXPECT_EQ(Verdict(AUDIT_ARCH_X86_64, __NR_socket, AF_VSOCK), kEperm);
+  EXPECT_EQ(Verdict(AUDIT_ARCH_X86_64, __NR_socketpair, AF_VSOCK), kEperm);
+  for (uint64_t family : {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK}) {
+    EXPECT_EQ(Verdict(AUDIT_ARCH_X86_64, __NR_socket, family), SECCOMP_RET_ALLOW) << family;
+    EXPECT_EQ(Verdict(AUDIT_ARCH_X86_64, __NR_socketpair, family), SECCOMP_RET_ALLOW) << family;
+  }
 }
 
 TEST_F(SeccompPolicy, Clone3AnswersEnosys) {
