@@ -154,34 +154,6 @@ std::string_view AllowedMethods(Route r) {
   }
 }
 
-size_t JsonDepth(std::string_view text, size_t limit) {
-  size_t depth = 0, max_depth = 0;
-  bool in_string = false, escape = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escape)
-        escape = false;
-      else if (c == '\\')
-        escape = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-      if (depth > max_depth) {
-        max_depth = depth;
-        if (max_depth > limit) return limit + 1;
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 Result<nlohmann::json> ParsePayload(std::string_view body) {
   auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   if (std::all_of(body.begin(), body.end(), ws)) return nlohmann::json::object();

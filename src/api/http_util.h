@@ -11,11 +11,12 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "base/json_limits.h"
 
 namespace skiff::api {
 
 inline constexpr size_t kMaxPayloadBytes = 32u << 20;  // spec §9
-inline constexpr size_t kMaxJsonDepth = 256;
+using skiff::kMaxJsonDepth;
 
 // Percent-decodes `in` ("%3A" -> ":"). '+' is kept literally unless
 // `plus_is_space`. nullopt for a malformed escape.
@@ -52,9 +53,7 @@ RouteMatch MatchRoute(std::string_view decoded_path);
 // The methods a route accepts, for 405's Allow header.
 std::string_view AllowedMethods(Route r);
 
-// JSON nesting depth of `text` (brackets outside strings); stops counting
-// once it exceeds `limit` and returns limit + 1.
-size_t JsonDepth(std::string_view text, size_t limit);
+using skiff::JsonDepth;
 
 // Parses a request payload: empty -> {}, depth-limited, errors are S001
 // "invalid request: payload is not valid JSON: <detail>".

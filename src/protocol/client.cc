@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "base/json_limits.h"
 #include "base/log.h"
 
 namespace skiff::proto {
@@ -163,7 +164,7 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
   }
   if (hello->type != Type::kHello || hello->stream != 0)
     return Platform("boot", "agent's first frame was " + std::string(TypeName(hello->type)) + ", not HELLO");
-  nlohmann::json h = nlohmann::json::parse(hello->payload, nullptr, false);
+  nlohmann::json h = ParseJsonBounded(hello->payload);
   if (!h.is_object() || !h.contains("proto") || !h["proto"].is_number_unsigned())
     return Platform("boot", "agent sent a malformed HELLO");
   if (h["proto"].get<uint32_t>() != kVersion)
@@ -366,7 +367,7 @@ void Client::ReaderLoop() {
           e.kind = f.type == Type::kMeta     ? Event::Kind::kMeta
                    : f.type == Type::kResult ? Event::Kind::kResult
                                              : Event::Kind::kError;
-          e.json = nlohmann::json::parse(f.payload, nullptr, false);
+          e.json = ParseJsonBounded(f.payload);
           if (e.json.is_discarded()) {
             e.kind = Event::Kind::kError;
             e.json = {{"code", "S300"}, {"message", "platform failure: sandbox: agent sent malformed JSON"}};

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/json_limits.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/text.h"
@@ -733,7 +734,7 @@ Result<nlohmann::json> FinishFs(proto::Stream& s, bool stopping_hint) {
         break;
       case proto::Event::Kind::kResult: {
         if (!ev->json.value("result_in_data", false)) return std::move(ev->json);
-        auto j = nlohmann::json::parse(spill, nullptr, false);
+        auto j = ParseJsonBounded(spill);
         if (j.is_discarded()) return Error(Code::kS216, "fs i/o error: sandbox transport: malformed result");
         return j;
       }

@@ -15,6 +15,7 @@
 #include "base/file_io.h"
 #include "base/find_executable.h"
 #include "base/fs_util.h"
+#include "base/json_limits.h"
 #include "base/pidfd.h"
 #include "base/scoped_dir.h"
 #include "base/subprocess.h"
@@ -115,6 +116,21 @@ TEST_F(FindExecutableTest, SearchesThePathInOrderAndSkipsNonExecutables) {
   ASSERT_EQ(::chdir((dir_ + "/two").c_str()), 0);
   EXPECT_EQ(FindExecutable("tool", ":"), std::nullopt);
   ASSERT_EQ(::chdir("/"), 0);
+}
+
+TEST(JsonLimits, ADeeplyNestedDocumentIsRefusedUnparsed) {
+  // 400,000 levels: what a hostile agent sent to overflow the daemon's stack.
+  std::string bomb = "{\"a\":" + std::string(400000, '[') + std::string(400000, ']') + "}";
+  EXPECT_TRUE(ParseJsonBounded(bomb).is_discarded());
+  EXPECT_TRUE(ParseJsonBounded(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'))
+                  .is_discarded());
+  auto ok = ParseJsonBounded(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'));
+  EXPECT_FALSE(ok.is_discarded());
+  // Brackets inside strings do not count; malformed text is discarded too.
+  auto s = ParseJsonBounded("{\"k\":\"" + std::string(1000, '[') + "\"}");
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_EQ(s["k"].get<std::string>().size(), 1000u);
+  EXPECT_TRUE(ParseJsonBounded("{\"a\":").is_discarded());
 }
 
 TEST(ErrorWith, AddsContextAndKeepsTheCode) {

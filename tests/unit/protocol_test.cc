@@ -210,6 +210,34 @@ TEST(Client, HandshakeCallAndUnknownOp) {
   close(sv[1]);
 }
 
+// A hostile agent answers with a RESULT nested 400,000 levels deep (800 KB,
+// within the frame limit): the call fails with S300 and the host lives on.
+TEST(Client, ADeeplyNestedResultFromTheAgentIsRefused) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  FakeAgent agent(sv[1]);
+  std::thread t([&] {
+    agent.Send(EncodeFrame(0, Type::kHello, 0, R"({"proto":1})"));
+    agent.Read();  // HELLO
+    Frame open = agent.Read();
+    agent.Read();  // END
+    agent.Send(
+        EncodeFrame(open.stream, Type::kResult, 0, std::string(400000, '[') + std::string(400000, ']')));
+    Frame open2 = agent.Read();
+    agent.Read();  // END
+    agent.Send(EncodeFrame(open2.stream, Type::kResult, 0, R"({"ok":true})"));
+  });
+  auto c = Client::Connect(UniqueFd(sv[0]), std::chrono::seconds(5));
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  auto r = (*c)->Call({{"op", "info"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS300) << r.error().ToString();
+  auto r2 = (*c)->Call({{"op", "info"}});  // the channel still works
+  ASSERT_TRUE(r2.ok()) << r2.error().ToString();
+  t.join();
+  close(sv[1]);
+}
+
 TEST(Client, WrongProtocolVersionFailsHandshake) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
