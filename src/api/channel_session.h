@@ -11,12 +11,6 @@
 
 namespace skiff::api {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace net = boost::asio;
-using json = nlohmann::json;
-
 // A data channel side (spec §8.4).
 template <class Protocol>
 class ChannelSession : public WsBase<Protocol> {

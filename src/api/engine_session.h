@@ -11,12 +11,6 @@
 
 namespace skiff::api {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace net = boost::asio;
-using json = nlohmann::json;
-
 // The iii engine protocol on "/" (spec §8.2).
 template <class Protocol>
 class EngineSession : public WsBase<Protocol> {

@@ -23,12 +23,6 @@
 
 namespace skiff::api {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace net = boost::asio;
-using json = nlohmann::json;
-
 template <class Protocol>
 class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   using Stream = beast::basic_stream<Protocol>;

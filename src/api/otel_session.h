@@ -7,12 +7,6 @@
 
 namespace skiff::api {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace net = boost::asio;
-using json = nlohmann::json;
-
 template <class Protocol>
 class DiscardSession : public WsBase<Protocol> {
   using Base = WsBase<Protocol>;

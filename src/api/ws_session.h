@@ -13,6 +13,7 @@
 
 namespace skiff::api {
 
+// The names every session header uses.
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
