@@ -25,7 +25,7 @@ Store StoreFor(const std::string& config_path, int* rc) {
     *rc = kExitConfig;
     return Store(Store::DefaultRoot());
   }
-  return Store::ForConfig(*c);
+  return Store::ForPolicy(ImagePolicyFor(*c));
 }
 
 int Report(const Result<images::ImageMeta>& r, const Store& store, int64_t t0) {

@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "images/store.h"
-#include "sandbox/config.h"
 
 namespace skiff::images {
 

@@ -14,7 +14,7 @@ constexpr char kHostRef[] = "skiff.local/host";
 
 }  // namespace
 
-Catalog::Catalog(const Config& config) : config_(config) {}
+Catalog::Catalog(images::ImagePolicy policy) : policy_(std::move(policy)) {}
 
 std::vector<CatalogEntry> Catalog::List() const {
   std::vector<CatalogEntry> out;
@@ -24,49 +24,49 @@ std::vector<CatalogEntry> Catalog::List() const {
     auto r = images::PresetRecipe(name);
     e.oci_ref = r.ok() ? r->OciRef() : "skiff.local/preset/" + name;
     e.kind = "preset";
-    e.allowed = config_.ImageAllowed(name);
+    e.allowed = policy_.Allowed(name);
     e.installed = Installed(name);
     out.push_back(std::move(e));
   }
-  out.push_back({"host", kHostRef, "host", config_.ImageAllowed("host"), true});
-  for (const auto& [name, source] : config_.custom_images) {  // std::map: sorted by name
+  out.push_back({"host", kHostRef, "host", policy_.Allowed("host"), true});
+  for (const auto& [name, source] : policy_.custom_images) {  // std::map: sorted by name
     if (images::IsPreset(name) || name == "host") continue;   // rejected by config validation
-    out.push_back({name, source, "custom", config_.ImageAllowed(name), Installed(name)});
+    out.push_back({name, source, "custom", policy_.Allowed(name), Installed(name)});
   }
   return out;
 }
 
 bool Catalog::Known(const std::string& name) const {
-  return images::IsPreset(name) || name == "host" || config_.custom_images.count(name) > 0;
+  return images::IsPreset(name) || name == "host" || policy_.custom_images.count(name) > 0;
 }
 
 bool Catalog::Installed(const std::string& name) const {
-  images::Store store = images::Store::ForConfig(config_);
+  images::Store store = images::Store::ForPolicy(policy_);
   if (images::IsPreset(name)) {
     auto r = images::PresetRecipe(name);
     return r.ok() && store.Read(r->digest).has_value();
   }
   if (name == "host") return true;
-  if (!config_.custom_images.count(name)) return false;
+  if (!policy_.custom_images.count(name)) return false;
   auto d = store.Current(name);
   return d && store.Read(*d).has_value();
 }
 
 std::optional<std::string> Catalog::InstalledDigest(const std::string& name) const {
-  images::Store store = images::Store::ForConfig(config_);
+  images::Store store = images::Store::ForPolicy(policy_);
   if (images::IsPreset(name)) {
     auto r = images::PresetRecipe(name);
     if (r.ok() && store.Read(r->digest)) return r->digest;
     return std::nullopt;
   }
-  if (!config_.custom_images.count(name)) return std::nullopt;
+  if (!policy_.custom_images.count(name)) return std::nullopt;
   auto d = store.Current(name);
   if (d && store.Read(*d)) return d;
   return std::nullopt;
 }
 
 Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image) {
-  if (!Known(name) || !config_.ImageAllowed(name)) {
+  if (!Known(name) || !policy_.Allowed(name)) {
     std::string allowed;
     for (const auto& e : List()) {
       if (e.allowed) allowed += (allowed.empty() ? "" : ", ") + e.name;
@@ -76,7 +76,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
   }
   if (name == "host") return HostImage();
 
-  images::Store store = images::Store::ForConfig(config_);
+  images::Store store = images::Store::ForPolicy(policy_);
   // The entry is leased before its paths are handed out; a gc or rm that
   // deleted it in between makes us resolve the name again.
   std::optional<images::ImageLease> lease;
@@ -84,7 +84,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
   for (int attempt = 0; !lease; ++attempt) {
     digest = InstalledDigest(name);
     if (!digest) {
-      if (!config_.auto_install) {
+      if (!policy_.auto_install) {
         return Error(Code::kS101,
                      "image '" + name + "' is not installed on this host and auto_install is off");
       }
@@ -93,7 +93,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
       if (images::IsPreset(name)) {
         got = images::BuildPreset(store, name, progress_);
       } else {
-        const std::string& source = config_.custom_images.at(name);
+        const std::string& source = policy_.custom_images.at(name);
         got = images::IsArchiveSource(source) ? images::ImportArchive(store, name, source, progress_)
                                               : images::Pull(store, name, source, progress_);
       }

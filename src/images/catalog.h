@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "images/image_policy.h"
 #include "isolation/isolator.h"
-#include "sandbox/config.h"
 
 namespace skiff {
 namespace images {
@@ -39,7 +39,7 @@ struct ResolvedImage {
 
 class Catalog {
  public:
-  explicit Catalog(const Config& config);
+  explicit Catalog(images::ImagePolicy policy);
   // Presets first (python, node, base), then host, then custom by name.
   std::vector<CatalogEntry> List() const;
   bool Known(const std::string& name) const;
@@ -58,7 +58,7 @@ class Catalog {
   std::optional<std::string> InstalledDigest(const std::string& name) const;
 
  private:
-  const Config& config_;
+  images::ImagePolicy policy_;
   std::function<void(const std::string&)> progress_;
 };
 

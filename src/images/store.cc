@@ -104,8 +104,8 @@ std::string FindInPath(const std::string& prog) {
 
 }  // namespace
 
-Store Store::ForConfig(const Config& config) {
-  return Store(config.images_dir.empty() ? DefaultRoot() : config.images_dir);
+Store Store::ForPolicy(const ImagePolicy& policy) {
+  return Store(policy.images_dir.empty() ? DefaultRoot() : policy.images_dir);
 }
 
 std::string Store::DefaultRoot() {

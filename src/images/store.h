@@ -25,7 +25,7 @@
 #include "base/error.h"
 #include "base/fs_util.h"
 #include "base/unique_fd.h"
-#include "sandbox/config.h"
+#include "images/image_policy.h"
 
 namespace skiff::images {
 
@@ -58,8 +58,8 @@ struct GcReport {
 class Store {
  public:
   explicit Store(std::string root) : root_(std::move(root)) {}
-  // config.images_dir, else <data dir>/images.
-  static Store ForConfig(const Config& config);
+  // policy.images_dir, else DefaultRoot().
+  static Store ForPolicy(const ImagePolicy& policy);
   static std::string DefaultRoot();
 
   const std::string& root() const { return root_; }

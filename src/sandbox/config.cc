@@ -23,6 +23,8 @@ namespace skiff {
 namespace {
 
 const std::set<std::string> kPresets = {"python", "node", "base"};
+// image_allowlist absent.
+const std::vector<std::string> kDefaultAllowlist = {"python", "node"};
 
 Error ConfigError(std::string_view key, std::string_view detail) {
   std::string msg = "invalid config: ";
@@ -211,8 +213,18 @@ bool QemuInstalled() {
 
 bool Config::ImageAllowed(const std::string& name) const {
   if (allow_all_images) return true;
-  if (!image_allowlist) return name == "python" || name == "node";
-  return std::find(image_allowlist->begin(), image_allowlist->end(), name) != image_allowlist->end();
+  const std::vector<std::string>& allowed = image_allowlist ? *image_allowlist : kDefaultAllowlist;
+  return std::find(allowed.begin(), allowed.end(), name) != allowed.end();
+}
+
+images::ImagePolicy ImagePolicyFor(const Config& config) {
+  images::ImagePolicy p;
+  p.images_dir = config.images_dir;
+  p.auto_install = config.auto_install;
+  p.allow_all = config.allow_all_images;
+  p.allowlist = config.image_allowlist ? *config.image_allowlist : kDefaultAllowlist;
+  p.custom_images = config.custom_images;
+  return p;
 }
 
 Result<Config> ParseConfig(const std::string& yaml_text) {

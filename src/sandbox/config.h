@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "images/image_policy.h"
 
 namespace skiff {
 
@@ -58,6 +59,10 @@ struct Config {
 // Parses and validates a YAML document (spec §7.1). Errors name the key.
 Result<Config> ParseConfig(const std::string& yaml_text);
 Result<Config> LoadConfigFile(const std::string& path);
+// What the image catalog and store need from `config`: the store directory,
+// the allowlist as Config::ImageAllowed applies it, custom images and
+// auto_install.
+images::ImagePolicy ImagePolicyFor(const Config& config);
 // Whether a QEMU system emulator for this architecture is on PATH (or at
 // $SKIFF_QEMU). `isolation: microvm` without it is a startup error.
 bool QemuInstalled();

@@ -165,7 +165,7 @@ nlohmann::json ListEntry::ToJson() const {
 // ------------------------------------------------------------------ Manager
 
 SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_ptr<Isolator>> isolators)
-    : config_(std::move(config)), isolators_(std::move(isolators)), catalog_(config_) {
+    : config_(std::move(config)), isolators_(std::move(isolators)), catalog_(ImagePolicyFor(config_)) {
   if (config_.isolation == "auto") {
     default_isolation_ = (isolators_.count("microvm") && KvmUsable()) ? "microvm" : "jail";
     if (!isolators_.count(default_isolation_) && !isolators_.empty())

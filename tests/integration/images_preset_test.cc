@@ -13,6 +13,7 @@
 #include "images/catalog.h"
 #include "images/recipe.h"
 #include "images/store.h"
+#include "sandbox/config.h"
 
 namespace skiff::images {
 namespace {
@@ -44,7 +45,7 @@ TEST(PresetImage, BaseBuildsOnceAndResolves) {
   config.allow_all_images = true;
   config.auto_install = false;
   config.images_dir = store.root();
-  Catalog catalog(config);
+  Catalog catalog(ImagePolicyFor(config));
   EXPECT_TRUE(catalog.Installed("base"));
   auto img = catalog.Resolve("base");
   ASSERT_TRUE(img.ok()) << img.error().message();

@@ -26,6 +26,7 @@
 #include "images/catalog.h"
 #include "images/oci.h"
 #include "images/store.h"
+#include "sandbox/config.h"
 
 namespace skiff::images {
 namespace {
@@ -281,13 +282,14 @@ TEST_F(PullTest, PullMatchesImportAndVerifies) {
   c.images_dir = dir_ + "/store4";
   c.allow_all_images = true;
   c.custom_images = {{"reg", ref}};
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   EXPECT_FALSE(cat.Installed("reg"));
   auto img = cat.Resolve("reg");
   ASSERT_TRUE(img.ok()) << img.error().message();
   EXPECT_TRUE(cat.Installed("reg"));
   EXPECT_EQ(img->workdir, "/data");
   c.custom_images["gone"] = "127.0.0.1:" + std::to_string(port_) + "/skiff/none:v1";
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   auto s102 = cat.Resolve("gone");
   ASSERT_FALSE(s102.ok());
   EXPECT_EQ(s102.error().code(), Code::kS102);

@@ -54,6 +54,37 @@ TEST(ConfigTest, DefaultAllowlistIsPythonAndNodeOnly) {
   EXPECT_TRUE(c.ImageAllowed("base"));
 }
 
+// The image policy allows exactly what Config::ImageAllowed allows and
+// carries the store directory, custom images and auto_install over.
+TEST(ConfigTest, ImagePolicyMatchesTheConfig) {
+  const std::vector<std::string> names = {"python", "node", "base", "host", "app", "other"};
+  auto expect_same = [&](const Config& c) {
+    images::ImagePolicy p = ImagePolicyFor(c);
+    for (const auto& n : names) EXPECT_EQ(p.Allowed(n), c.ImageAllowed(n)) << n;
+  };
+  Config c = MustParse("{}");
+  expect_same(c);
+  EXPECT_TRUE(ImagePolicyFor(c).Allowed("node"));
+  EXPECT_FALSE(ImagePolicyFor(c).Allowed("base"));
+  c.image_allowlist = std::vector<std::string>{};
+  expect_same(c);
+  c.image_allowlist = std::vector<std::string>{"base", "app"};
+  expect_same(c);
+  c.allow_all_images = true;
+  expect_same(c);
+  EXPECT_TRUE(ImagePolicyFor(c).Allowed("other"));
+
+  c.images_dir = "/srv/images";
+  c.auto_install = false;
+  c.custom_images = {{"app", "registry.example/app:1"}};
+  images::ImagePolicy p = ImagePolicyFor(c);
+  EXPECT_EQ(p.images_dir, "/srv/images");
+  EXPECT_FALSE(p.auto_install);
+  EXPECT_EQ(p.custom_images, c.custom_images);
+  EXPECT_TRUE(ImagePolicyFor(MustParse("{}")).auto_install);
+  EXPECT_TRUE(ImagePolicyFor(MustParse("{}")).images_dir.empty());
+}
+
 TEST(ConfigTest, ExplicitEmptyAllowlistDeniesEverything) {
   Config c = MustParse("image_allowlist: []\n");
   ASSERT_TRUE(c.image_allowlist.has_value());

@@ -14,10 +14,11 @@ Status FakeLookup(const std::string& id) {
 }
 }  // namespace
 
-Catalog::Catalog(const Config& config) : config_(config) {}
+// The double's catalog is never consulted: an empty policy will do.
+Catalog::Catalog(images::ImagePolicy policy) : policy_(std::move(policy)) {}
 
 SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_ptr<Isolator>> isolators)
-    : config_(std::move(config)), isolators_(std::move(isolators)), catalog_(config_) {}
+    : config_(std::move(config)), isolators_(std::move(isolators)), catalog_(images::ImagePolicy{}) {}
 SandboxManager::~SandboxManager() = default;
 
 Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {

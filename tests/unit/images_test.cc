@@ -25,6 +25,7 @@
 #include "images/oci.h"
 #include "images/recipe.h"
 #include "images/store.h"
+#include "sandbox/config.h"
 
 namespace skiff::images {
 namespace {
@@ -416,7 +417,7 @@ TEST(Catalog, OrderAllowedInstalled) {
   Config c;
   c.images_dir = dir.path();
   c.custom_images = {{"zeta", "/nonexistent/zeta.tar"}, {"alpha", "registry.example/alpha:1"}};
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   auto list = cat.List();
   std::vector<std::string> names;
   for (const auto& e : list) names.push_back(e.name);
@@ -434,6 +435,7 @@ TEST(Catalog, OrderAllowedInstalled) {
   for (const auto& e : list) EXPECT_EQ(e.installed, e.kind == "host") << e.name;
 
   c.image_allowlist = std::vector<std::string>{"base", "alpha"};
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   list = cat.List();
   allowed.clear();
   for (const auto& e : list) allowed.push_back(e.allowed);
@@ -456,7 +458,7 @@ TEST(Catalog, ResolveInstalledAndErrors) {
   c.allow_all_images = true;
   c.auto_install = false;
   c.custom_images = {{"arch", dir / "missing.tar"}, {"reg", "registry.example/x:1"}};
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   Store store(dir.path());
   std::string digest = PresetRecipe("base")->digest;
   FakeInstall(store, "base", digest, {"PATH=/usr/bin:/bin", "LANG=C.UTF-8"});
@@ -487,6 +489,7 @@ TEST(Catalog, ResolveInstalledAndErrors) {
 
   c.allow_all_images = false;
   c.image_allowlist = std::vector<std::string>{};
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   auto denied = cat.Resolve("base");
   ASSERT_FALSE(denied.ok());
   EXPECT_EQ(denied.error().message(),
@@ -495,6 +498,7 @@ TEST(Catalog, ResolveInstalledAndErrors) {
   // auto_install: failures are S102 with the detail, never a silent fallback.
   c.allow_all_images = true;
   c.auto_install = true;
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   auto s102 = cat.Resolve("arch");
   ASSERT_FALSE(s102.ok());
   EXPECT_EQ(s102.error().code(), Code::kS102);
@@ -512,7 +516,7 @@ TEST(Catalog, ResolvedImageHoldsALease) {
   c.images_dir = dir.path();
   c.allow_all_images = true;
   c.auto_install = false;
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   Store store(dir.path());
   std::string digest = PresetRecipe("base")->digest;
   FakeInstall(store, "base", digest);
@@ -850,7 +854,7 @@ TEST(Import, DockerSaveAndOciLayoutGiveTheSameImage) {
   c.allow_all_images = true;
   c.auto_install = false;
   c.custom_images = {{"fromoci", dir / "oci.tar"}};
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   auto r = cat.Resolve("fromoci");
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->rootfs.layers[0].lower[0], rootfs);
@@ -864,7 +868,7 @@ TEST(Import, AutoInstallImportsAnArchiveOnFirstResolve) {
   c.images_dir = dir / "store";
   c.allow_all_images = true;
   c.custom_images = {{"app", DockerSave(dir, img, dir / "app.tar")}};
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   EXPECT_FALSE(cat.Installed("app"));
   auto r = cat.Resolve("app");
   ASSERT_TRUE(r.ok()) << r.error().message();
@@ -918,7 +922,7 @@ TEST(Import, ConcurrentFirstResolvesBuildOnce) {
       c.images_dir = dir / "store";
       c.allow_all_images = true;
       c.custom_images = {{"app", tar}};
-      Catalog cat(c);
+      Catalog cat(ImagePolicyFor(c));
       cat.SetProgress([&](const std::string& l) {
         std::lock_guard<std::mutex> lk(mu);
         if (l.starts_with("layer 1/")) ++layer_lines;
@@ -955,7 +959,7 @@ TEST(Catalog, HalfBuiltImageIsNeverUsed) {
   c.images_dir = dir / "store";
   c.allow_all_images = true;
   c.auto_install = false;
-  Catalog cat(c);
+  Catalog cat(ImagePolicyFor(c));
   EXPECT_FALSE(cat.Installed("base"));
   auto r = cat.Resolve("base");
   ASSERT_FALSE(r.ok());
@@ -970,9 +974,11 @@ TEST(Catalog, HalfBuiltImageIsNeverUsed) {
   std::ofstream(store.RootfsDir(app) + "/half") << "x";
   ASSERT_TRUE(store.SetCurrent("app", app).ok());
   c.custom_images = {{"app", tar}};
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   EXPECT_FALSE(cat.Installed("app"));
   EXPECT_EQ(cat.Resolve("app").error().code(), Code::kS101);
   c.auto_install = true;
+  cat = Catalog(ImagePolicyFor(c));  // the catalog holds a copy of the policy
   auto built = cat.Resolve("app");
   ASSERT_TRUE(built.ok()) << built.error().message();
   std::string rootfs = built->rootfs.layers[0].lower[0];
