@@ -171,8 +171,9 @@ std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
   std::string base = "/proc/" + std::to_string(pid);
-  return ParseVmmUsage({ReadOrEmpty(base + "/stat"), ReadOrEmpty(base + "/status"), ReadOrEmpty(base + "/smaps")},
-                       guest_bytes, ::sysconf(_SC_CLK_TCK));
+  return ParseVmmUsage(
+      {ReadOrEmpty(base + "/stat"), ReadOrEmpty(base + "/status"), ReadOrEmpty(base + "/smaps")}, guest_bytes,
+      ::sysconf(_SC_CLK_TCK));
 }
 
 // Runs `argv` and returns its first line of stdout (for `qemu --version`).
