@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/find_executable.h"
+
 namespace skiff {
 namespace {
 
@@ -187,27 +189,14 @@ bool IsLoopbackAddress(const std::string& a) {
   return false;
 }
 
-bool ExecutableOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::stringstream ss(p);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string full = dir + "/" + name;
-    if (::access(full.c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 bool QemuInstalled() {
   if (const char* q = std::getenv("SKIFF_QEMU"); q && *q) return ::access(q, X_OK) == 0;
 #if defined(__aarch64__)
-  return ExecutableOnPath("qemu-system-aarch64");
+  return FindExecutable("qemu-system-aarch64").has_value();
 #else
-  return ExecutableOnPath("qemu-system-x86_64");
+  return FindExecutable("qemu-system-x86_64").has_value();
 #endif
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/log.h"
+#include "base/scoped_dir.h"
 #include "isolation/jail/cgroup.h"
 #include "isolation/jail/fs_paths.h"
 
@@ -50,18 +51,17 @@ void CleanupOrphans(const OrphanScope& scope) {
   }
   // 2. Sandboxes whose liveness lock nobody holds: cgroups, state dirs, lock.
   std::set<std::string> orphan_ids;
-  if (DIR* d = ::opendir(scope.lock_dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
+  if (auto d = ScopedDir::Open(scope.lock_dir); d.ok()) {
+    while (const dirent* e = d->Next()) {
       std::string name = e->d_name;
       if (name.rfind("live-", 0) != 0 || name.size() < 11) continue;
       std::string id = name.substr(5, name.size() - 10);
       if (!HeldElsewhere(scope.lock_dir + "/" + name)) orphan_ids.insert(id);
     }
-    ::closedir(d);
   }
   for (const auto& base : scope.cgroup_bases) {
-    if (DIR* d = ::opendir(base.c_str())) {
-      while (dirent* e = ::readdir(d)) {
+    if (auto d = ScopedDir::Open(base); d.ok()) {
+      while (const dirent* e = d->Next()) {
         std::string id = e->d_name;
         if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
         if (HeldElsewhere(LiveLockPath(scope.lock_dir, id))) continue;
@@ -69,7 +69,6 @@ void CleanupOrphans(const OrphanScope& scope) {
           SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
         }
       }
-      ::closedir(d);
     }
   }
   for (const auto& id : orphan_ids) {

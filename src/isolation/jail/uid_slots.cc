@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "base/pidfd.h"
+#include "base/scoped_dir.h"
 
 namespace skiff::jail {
 namespace {
@@ -102,9 +103,9 @@ Result<std::vector<IdRange>> ReadSubidRanges() {
 // them, such as a reparented sandbox init) and are left out.
 std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_t hi) {
   std::vector<std::pair<pid_t, uint64_t>> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
+  Result<ScopedDir> d = ScopedDir::Open("/proc");
+  if (!d.ok()) return out;
+  while (const dirent* e = d->Next()) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     std::ifstream st(std::string("/proc/") + e->d_name + "/status");
     std::string line;
@@ -117,7 +118,6 @@ std::vector<std::pair<pid_t, uint64_t>> ProcessesInUidRange(uint64_t lo, uint64_
         break;
       }
   }
-  ::closedir(d);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "base/file_io.h"
 #include "base/sha256.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
@@ -49,16 +50,6 @@ void Entry(std::string& out, uint32_t ino, uint32_t mode, std::string_view name,
   Pad4(out);
 }
 
-Status WriteAllFd(int fd, std::string_view s, const std::string& path) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::Sys(Code::kS300, "write", path, errno);
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-  return OkStatus();
-}
-
 Result<std::string> ReadFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
@@ -72,15 +63,6 @@ Result<std::string> ReadFile(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
-}
-
-Status MkdirP(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); i++) {
-    if (i != path.size() && path[i] != '/') continue;
-    std::string p = path.substr(0, i);
-    if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return Error::Sys(Code::kS300, "mkdir", p, errno);
-  }
-  return OkStatus();
 }
 
 }  // namespace
@@ -103,16 +85,8 @@ Result<std::string> EnsureInitramfs(const std::string& agent_path, const std::st
   std::string path = dir + "/" + digest.substr(0, 32) + ".cpio";
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return path;
-  SKIFF_RETURN_IF_ERROR(MkdirP(dir));
-  std::string tmp = path + ".tmp-" + RandomHex(6);
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd) return Error::Sys(Code::kS300, "open", tmp, errno);
-  ScopedCleanup unlink_tmp([&] { ::unlink(tmp.c_str()); });
-  SKIFF_RETURN_IF_ERROR(WriteAllFd(fd.get(), BuildInitramfs(agent), tmp));
-  if (::fsync(fd.get()) != 0) return Error::Sys(Code::kS300, "fsync", tmp, errno);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::Sys(Code::kS300, "rename", tmp, errno);
-  unlink_tmp.Cancel();
+  SKIFF_RETURN_IF_ERROR(MakeDirs(dir, 0755));
+  SKIFF_RETURN_IF_ERROR(WriteFileAtomic(path, BuildInitramfs(agent), 0644));
   return path;
 }
 

@@ -25,10 +25,13 @@
 #include <thread>
 #include <utility>
 
+#include "base/fd_pair.h"
+#include "base/file_io.h"
 #include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
+#include "base/scoped_dir.h"
 #include "base/sha256.h"
 #include "base/text.h"
 #include "isolation/microvm/initramfs.h"
@@ -127,19 +130,11 @@ std::string ReadFileTail(const std::string& path, size_t max) {
   return out;
 }
 
-// Whole small files, /proc included (whose size reads as 0).
-std::string ReadSmall(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  std::string out;
-  char buf[16384];
-  while (out.size() < (4u << 20)) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
+// A small file whole, or "" when it cannot be read (a process that is gone,
+// a cache entry not written yet).
+std::string ReadOrEmpty(const std::string& path) {
+  Result<std::string> r = ReadFile(path);
+  return r.ok() ? std::move(*r) : std::string();
 }
 
 std::string Trim(std::string s) {
@@ -149,18 +144,9 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
-Status MkdirP(const std::string& path, mode_t mode) {
-  for (size_t i = 1; i <= path.size(); i++) {
-    if (i != path.size() && path[i] != '/') continue;
-    std::string p = path.substr(0, i);
-    if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return Error::Sys(Code::kS300, "mkdir", p, errno);
-  }
-  return OkStatus();
-}
-
 // Field 22 of /proc/<pid>/stat: start time in clock ticks since boot.
 std::string ProcStartTime(pid_t pid) {
-  std::string stat = ReadSmall("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = ReadOrEmpty("/proc/" + std::to_string(pid) + "/stat");
   auto rp = stat.rfind(')');
   if (rp == std::string::npos) return {};
   std::istringstream in(stat.substr(rp + 2));
@@ -185,17 +171,18 @@ std::string StateRoot() { return paths::RuntimeDir() + "/microvm"; }
 
 VmmUsage ReadUsage(pid_t pid, uint64_t guest_bytes) {
   std::string base = "/proc/" + std::to_string(pid);
-  return ParseVmmUsage({ReadSmall(base + "/stat"), ReadSmall(base + "/status"), ReadSmall(base + "/smaps")},
-                       guest_bytes, ::sysconf(_SC_CLK_TCK));
+  return ParseVmmUsage(
+      {ReadOrEmpty(base + "/stat"), ReadOrEmpty(base + "/status"), ReadOrEmpty(base + "/smaps")}, guest_bytes,
+      ::sysconf(_SC_CLK_TCK));
 }
 
 // Runs `argv` and returns its first line of stdout (for `qemu --version`).
 std::string FirstLineOf(const std::vector<std::string>& argv) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return {};
+  Result<FdPair> pipe = MakePipe();
+  if (!pipe.ok()) return {};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, pipe->second.get(), 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   std::vector<char*> av;
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
@@ -203,17 +190,16 @@ std::string FirstLineOf(const std::vector<std::string>& argv) {
   pid_t pid = -1;
   int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  ::close(p[1]);
+  pipe->second.reset();
   std::string out;
   if (rc == 0) {
     char buf[512];
     ssize_t n;
-    while ((n = ::read(p[0], buf, sizeof buf)) > 0 && out.size() < 4096)
+    while ((n = ::read(pipe->first.get(), buf, sizeof buf)) > 0 && out.size() < 4096)
       out.append(buf, static_cast<size_t>(n));
     int st;
     ::waitpid(pid, &st, 0);
   }
-  ::close(p[0]);
   return Trim(out.substr(0, out.find('\n')));
 }
 
@@ -426,7 +412,7 @@ QemuMachine MachineOf(const LaunchSpec& spec) { return {spec.append, spec.cpus, 
 
 Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   Launched l;
-  SKIFF_RETURN_IF_ERROR(MkdirP(StateRoot(), 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(StateRoot(), 0700));
   std::string state = StateRoot() + "/" + spec.id;
   if (::mkdir(state.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", state, errno);
   l.state = StateDir(state);
@@ -436,12 +422,7 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   {
     // Written whole and renamed into place: a concurrent cleanup never
     // reads half a tag (which would name a process that is gone).
-    std::ofstream o(state + "/owner.new");
-    o << owner << "\n";
-    o.close();
-    if (!o) return Error::Sys(Code::kS300, "write", state + "/owner.new", errno);
-    if (::rename((state + "/owner.new").c_str(), (state + "/owner").c_str()) != 0)
-      return Error::Sys(Code::kS300, "rename", state + "/owner", errno);
+    SKIFF_RETURN_IF_ERROR(WriteFileAtomic(state + "/owner", owner + "\n", 0644));
   }
   auto open_log = [](const std::string& p) {
     return UniqueFd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
@@ -626,7 +607,7 @@ std::string SnapshotKey(const Parts& parts, const SandboxPolicy& tpl, const Laun
   key += "|" + parts.initrd;
   struct utsname u {};
   ::uname(&u);
-  std::string cpuinfo = ReadSmall("/proc/cpuinfo");
+  std::string cpuinfo = ReadOrEmpty("/proc/cpuinfo");
   auto flags = cpuinfo.find("\nflags");
   key += std::string("|") + u.release + "|" + u.version + "|" +
          (flags == std::string::npos ? "" : cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags));
@@ -654,26 +635,27 @@ void MarkKeyBad(const std::string& key) {
 // hold their lock and are skipped.
 void PruneTemplates(const std::string& keep) {
   std::string root = SnapshotRoot();
-  DIR* d = ::opendir(root.c_str());
-  if (!d) return;
   std::vector<std::pair<int64_t, std::string>> dirs;
   std::vector<std::string> junk;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n == "." || n == ".." || n.size() < 3) continue;
-    if (n.find(".tmp") != std::string::npos) {
-      junk.push_back(n);
-      continue;
+  {
+    Result<ScopedDir> d = ScopedDir::Open(root);
+    if (!d.ok()) return;
+    while (const dirent* e = d->Next()) {
+      std::string n = e->d_name;
+      if (n.size() < 3) continue;
+      if (n.find(".tmp") != std::string::npos) {
+        junk.push_back(n);
+        continue;
+      }
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
+      struct stat st {};
+      if (::stat((root + "/" + n + "/state").c_str(), &st) != 0) {
+        junk.push_back(n);
+        continue;
+      }
+      dirs.push_back({int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec, n});
     }
-    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
-    struct stat st {};
-    if (::stat((root + "/" + n + "/state").c_str(), &st) != 0) {
-      junk.push_back(n);
-      continue;
-    }
-    dirs.push_back({int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec, n});
   }
-  ::closedir(d);
   std::sort(dirs.rbegin(), dirs.rend());
   for (size_t i = kMaxTemplates; i < dirs.size(); i++) junk.push_back(dirs[i].second);
   for (const auto& n : junk) {
@@ -859,7 +841,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   if (!key.empty() && !KeyIsBad(key)) {
     std::string root = SnapshotRoot();
     std::string dir = root + "/" + key;
-    Status st = MkdirP(root, 0700);
+    Status st = MakeDirs(root, 0700);
     UniqueFd lock;
     if (st.ok()) {
       lock = UniqueFd(::open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
@@ -949,11 +931,11 @@ void MicrovmIsolator::CleanupOrphans() {
   PruneTemplates("");
   // VMMs whose launching process is gone (found by the owner tag in their
   // environment; QEMU runs as an unprivileged uid but root reads environ).
-  if (DIR* d = ::opendir("/proc")) {
-    while (dirent* e = ::readdir(d)) {
+  if (auto d = ScopedDir::Open("/proc"); d.ok()) {
+    while (const dirent* e = d->Next()) {
       if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
       pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-      std::string env = ReadSmall(std::string("/proc/") + e->d_name + "/environ");
+      std::string env = ReadOrEmpty(std::string("/proc/") + e->d_name + "/environ");
       std::string tag;
       for (size_t i = 0; i < env.size();) {
         size_t end = env.find('\0', i);
@@ -970,16 +952,14 @@ void MicrovmIsolator::CleanupOrphans() {
       // Not our child: init reaps it. Forget the pidfd without waiting.
       (void)p->Wait(2000ms);
     }
-    ::closedir(d);
   }
   // State directories of VMs whose owner is gone.
   std::string root = StateRoot();
-  if (DIR* d = ::opendir(root.c_str())) {
+  if (auto d = ScopedDir::Open(root); d.ok()) {
     std::vector<std::string> stale;
-    while (dirent* e = ::readdir(d)) {
+    while (const dirent* e = d->Next()) {
       std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      std::string tag = Trim(ReadSmall(root + "/" + n + "/owner"));
+      std::string tag = Trim(ReadOrEmpty(root + "/" + n + "/owner"));
       // Without an owner file the directory is either being created right
       // now by another process or was abandoned mid-creation; only the
       // latter is old.
@@ -992,7 +972,6 @@ void MicrovmIsolator::CleanupOrphans() {
       }
       stale.push_back(root + "/" + n);
     }
-    ::closedir(d);
     for (const auto& s : stale) {
       SKIFF_LOG(Info) << "microvm: removing stale state " << s;
       RemoveTreeLogged(s);
@@ -1014,20 +993,19 @@ nlohmann::json MicrovmIsolator::Doctor() {
   std::string kernel = KernelPath();
   d["kernel"] = kernel;
   d["kernel_built"] = ::access(kernel.c_str(), R_OK) == 0;
-  std::string release = Trim(ReadSmall(kernel.substr(0, kernel.rfind('/')) + "/release"));
+  std::string release = Trim(ReadOrEmpty(kernel.substr(0, kernel.rfind('/')) + "/release"));
   if (!release.empty()) d["kernel_release"] = release;
   d["agent"] = paths::AgentBinary();
   d["agent_found"] = ::access(paths::AgentBinary().c_str(), R_OK) == 0;
   nlohmann::json snap = {{"enabled", SnapshotsEnabled()}, {"dir", SnapshotRoot()}};
   std::vector<std::string> templates;
-  if (DIR* dir = ::opendir(SnapshotRoot().c_str())) {
-    while (dirent* e = ::readdir(dir)) {
+  if (auto dir = ScopedDir::Open(SnapshotRoot()); dir.ok()) {
+    while (const dirent* e = dir->Next()) {
       std::string n = e->d_name;
       if (n.size() > 2 && n.find('.') == std::string::npos &&
           ::access((SnapshotRoot() + "/" + n + "/state").c_str(), R_OK) == 0)
         templates.push_back(n);
     }
-    ::closedir(dir);
   }
   snap["templates"] = templates.size();
   if (!SnapshotsEnabled()) snap["note"] = "SKIFF_MICROVM_SNAPSHOT=0: every VM boots";
@@ -1090,7 +1068,7 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
   std::string key = ProbeKey(qemu, kernel);
   std::string cache = paths::CacheDir() + "/microvm/kvm-probe-" + key;
   if (!key.empty()) {
-    std::string cached = Trim(ReadSmall(cache));
+    std::string cached = Trim(ReadOrEmpty(cache));
     *from_cache = cached == "ok" || cached.rfind("fail:", 0) == 0;
     if (cached == "ok") return true;
     if (*from_cache) {
@@ -1098,9 +1076,9 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
       return false;
     }
   }
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return false;
-  UniqueFd rd(p[0]), wr(p[1]);
+  Result<FdPair> pipe = MakePipe();
+  if (!pipe.ok()) return false;
+  UniqueFd rd = std::move(pipe->first), wr = std::move(pipe->second);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -1161,13 +1139,9 @@ bool KvmBootsTheGuestKernel(std::string* why, bool* from_cache) {
                            : "a guest kernel did not boot under -accel kvm -cpu host within 10 s") +
            (tail.empty() ? std::string() : " (qemu: " + Printable(Trim(tail)) + ")");
   }
-  if (!key.empty() && MkdirP(paths::CacheDir() + "/microvm", 0755).ok()) {
-    std::string tmp = cache + ".tmp" + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp);
-      f << (booted ? "ok" : "fail:" + *why) << "\n";
-    }
-    ::rename(tmp.c_str(), cache.c_str());
+  if (!key.empty() && MakeDirs(paths::CacheDir() + "/microvm", 0755).ok()) {
+    // A verdict that cannot be cached is probed again next time.
+    (void)WriteFileAtomic(cache, (booted ? "ok" : "fail:" + *why) + "\n", 0644);
   }
   return booted;
 }
@@ -1221,7 +1195,7 @@ std::string KvmNote() { return Kvm().note; }
 
 uint64_t HostTscKhz() {
   static const uint64_t khz = [] {
-    std::string cpuinfo = ReadSmall("/proc/cpuinfo");
+    std::string cpuinfo = ReadOrEmpty("/proc/cpuinfo");
     auto flags = cpuinfo.find("\nflags");
     if (flags == std::string::npos) return uint64_t{0};
     std::string line = cpuinfo.substr(flags, cpuinfo.find('\n', flags + 1) - flags) + " ";

@@ -28,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/find_executable.h"
 #include "base/log.h"
 
 extern char** environ;
@@ -404,12 +405,7 @@ std::string RewriteLoopback(const std::string& value, const std::vector<uint16_t
 
 std::string Slirp4netnsBinary() {
   if (const char* v = std::getenv("SKIFF_SLIRP4NETNS"); v != nullptr && *v) return v;
-  const char* path = std::getenv("PATH");
-  std::istringstream in(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(in, dir, ':');) {
-    if (dir.empty()) continue;
-    if (Executable(dir + "/slirp4netns")) return dir + "/slirp4netns";
-  }
+  if (auto found = FindExecutable("slirp4netns")) return *found;
   for (const char* p : {"/usr/bin/slirp4netns", "/usr/local/bin/slirp4netns"})
     if (Executable(p)) return p;
   return "/usr/bin/slirp4netns";
