@@ -43,6 +43,15 @@ Status WriteFile(const std::string& path, std::string_view data, mode_t mode) {
   return OkStatus();
 }
 
+Status WriteKnob(const std::string& path, std::string_view value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  ssize_t n = ::write(fd.get(), value.data(), value.size());
+  if (n != static_cast<ssize_t>(value.size()))
+    return Error::Sys(Code::kS300, "write", path + " <- " + std::string(value), n < 0 ? errno : EIO);
+  return OkStatus();
+}
+
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
   std::string tmp = path + ".tmp.XXXXXX";
   UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));

@@ -22,6 +22,12 @@ Result<std::string> ReadFile(const std::string& path, size_t max = size_t{8} << 
 // it first (cgroup and /proc knobs, whose write is the whole operation).
 Status WriteFile(const std::string& path, std::string_view data, mode_t mode = 0644);
 
+// Writes `value` to an existing kernel control file (a cgroup knob,
+// uid_map, a /proc setting) in one write(2): such a file takes a value whole
+// or refuses it, so a short write is an error (EIO). Never creates the file.
+// The error names the file and the value.
+Status WriteKnob(const std::string& path, std::string_view value);
+
 // Writes through a temporary file in the same directory, fsyncs it and
 // renames it over `path`: a reader sees the old content or the new, never a
 // part. The temporary is removed on failure.

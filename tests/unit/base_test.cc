@@ -97,6 +97,20 @@ TEST_F(FileIo, MakeDirsCreatesEachComponentAndRefusesAFileInTheWay) {
   EXPECT_NE(r.error().message().find("ENOTDIR"), std::string::npos) << r.error().message();
 }
 
+TEST_F(FileIo, WriteKnobNeverCreatesAndNamesTheValueOnFailure) {
+  std::string p = dir_ + "/knob";
+  auto missing = WriteKnob(p, "1");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("ENOENT"), std::string::npos) << missing.error().message();
+  EXPECT_FALSE(ReadFile(p).ok());  // not created
+  ASSERT_TRUE(WriteFile(p, "old value").ok());
+  ASSERT_TRUE(WriteKnob(p, "42").ok());
+  EXPECT_EQ(*ReadFile(p), "42d value");  // one write at offset 0, no truncation, as a knob takes it
+  auto full = WriteKnob("/dev/full", "x");
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.error().message().find("/dev/full <- x"), std::string::npos) << full.error().message();
+}
+
 using FindExecutableTest = TempDir;
 
 TEST_F(FindExecutableTest, SearchesThePathInOrderAndSkipsNonExecutables) {

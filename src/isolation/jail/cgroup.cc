@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/file_io.h"
 #include "base/log.h"
 
 namespace skiff::jail {
@@ -23,17 +24,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-Status WriteFile(const std::string& path, const std::string& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-  ssize_t n = ::write(fd, value.data(), value.size());
-  int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(value.size()))
-    return Error::Sys(Code::kS300, "write", path + " <- " + value, n < 0 ? err : EIO);
-  return OkStatus();
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -206,8 +196,8 @@ Cgroups Cgroups::Detect() {
     if (!MkdirWritable(base, &why_v2)) continue;
     // Our own cgroup must delegate the controllers to skiff/, and skiff/ to
     // the sandboxes (fails when our cgroup holds processes and is not root).
-    if (!WriteFile(self + "/cgroup.subtree_control", enable).ok() ||
-        !WriteFile(base + "/cgroup.subtree_control", enable).ok()) {
+    if (!WriteKnob(self + "/cgroup.subtree_control", enable).ok() ||
+        !WriteKnob(base + "/cgroup.subtree_control", enable).ok()) {
       why_v2 = "cannot enable controllers below " + self;
       continue;
     }
@@ -260,23 +250,23 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
     if (::mkdir(dir.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", dir, errno);
     sc.dirs_.push_back(dir);
     if (kind_ == Kind::kV2) {
-      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/memory.max", std::to_string(lim.memory_bytes)));
-      (void)WriteFile(dir + "/memory.swap.max", "0");
-      SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
+      SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/memory.max", std::to_string(lim.memory_bytes)));
+      (void)WriteKnob(dir + "/memory.swap.max", "0");
+      SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/pids.max", std::to_string(lim.pids_max)));
       if (lim.cpus > 0 && ::access((dir + "/cpu.max").c_str(), F_OK) == 0)
-        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
+        SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/cpu.max", std::to_string(lim.cpus * 100000ull) + " 100000"));
     } else {
       if (::access((dir + "/memory.limit_in_bytes").c_str(), F_OK) == 0) {
-        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
+        SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/memory.limit_in_bytes", std::to_string(lim.memory_bytes)));
         if (memsw_)
           SKIFF_RETURN_IF_ERROR(
-              WriteFile(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
+              WriteKnob(dir + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_bytes)));
       }
       if (::access((dir + "/pids.max").c_str(), F_OK) == 0)
-        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(lim.pids_max)));
+        SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/pids.max", std::to_string(lim.pids_max)));
       if (lim.cpus > 0 && ::access((dir + "/cpu.cfs_quota_us").c_str(), F_OK) == 0) {
-        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_period_us", "100000"));
-        SKIFF_RETURN_IF_ERROR(WriteFile(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
+        SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/cpu.cfs_period_us", "100000"));
+        SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/cpu.cfs_quota_us", std::to_string(lim.cpus * 100000ull)));
       }
     }
     std::string procs = dir + "/cgroup.procs";

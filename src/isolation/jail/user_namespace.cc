@@ -12,21 +12,11 @@
 #include <chrono>
 #include <string_view>
 
+#include "base/file_io.h"
 #include "isolation/jail/uid_slots.h"
 
 namespace skiff::jail {
 namespace {
-
-Status WriteFile(const std::string& path, std::string_view value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Sys(Code::kS300, "open", path, errno);
-  ssize_t n = ::write(fd, value.data(), value.size());
-  int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(value.size()))
-    return Error::Sys(Code::kS300, "write", path, n < 0 ? err : EIO);
-  return OkStatus();
-}
 
 // Async-signal-safe: the user-namespace holder only waits to be killed (or
 // dies with the thread that made it, should the launcher be killed first).
@@ -48,8 +38,8 @@ Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
   ns->holder = Process(pid, UniqueFd(pidfd));
   std::string proc = "/proc/" + std::to_string(pid);
   std::string map = "0 " + std::to_string(base) + " " + std::to_string(kRangeSize) + "\n";
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/uid_map", map));
-  SKIFF_RETURN_IF_ERROR(WriteFile(proc + "/gid_map", map));
+  SKIFF_RETURN_IF_ERROR(WriteKnob(proc + "/uid_map", map));
+  SKIFF_RETURN_IF_ERROR(WriteKnob(proc + "/gid_map", map));
   int fd = ::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::Sys(Code::kS300, "open", proc + "/ns/user", errno);
   ns->fd.reset(fd);
