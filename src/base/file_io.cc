@@ -10,8 +10,9 @@
 
 namespace skiff {
 
-Result<std::string> ReadFile(const std::string& path, size_t max) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+Result<std::string> ReadFile(const std::string& path, size_t max, Links links) {
+  int flags = O_RDONLY | O_CLOEXEC | (links == Links::kFollow ? 0 : O_NOFOLLOW);
+  UniqueFd fd(::open(path.c_str(), flags));
   if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
   std::string out;
   char buf[8192];

@@ -14,9 +14,14 @@
 
 namespace skiff {
 
-// The whole file, refusing a symlink as the last component (O_NOFOLLOW) and
-// anything longer than `max` bytes (S300 "read(path): EFBIG").
-Result<std::string> ReadFile(const std::string& path, size_t max = size_t{8} << 20);
+enum class Links { kRefuse, kFollow };
+
+// The whole file, refusing anything longer than `max` bytes (S300
+// "read(path): EFBIG") and, unless `links` is kFollow, a symlink as the last
+// component (O_NOFOLLOW: ELOOP). kFollow is for the daemon's own files that
+// an installation may link (the agent binary).
+Result<std::string> ReadFile(const std::string& path, size_t max = size_t{8} << 20,
+                             Links links = Links::kRefuse);
 
 // Writes `data` to an existing file, or creates it with `mode`, truncating
 // it first (cgroup and /proc knobs, whose write is the whole operation).

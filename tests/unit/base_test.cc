@@ -59,6 +59,9 @@ TEST_F(FileIo, ReadRefusesOversizeMissingAndSymlinks) {
   auto link = ReadFile(dir_ + "/link");
   ASSERT_FALSE(link.ok());
   EXPECT_NE(link.error().message().find("ELOOP"), std::string::npos) << link.error().message();
+  auto followed = ReadFile(dir_ + "/link", 100, Links::kFollow);
+  ASSERT_TRUE(followed.ok()) << followed.error().ToString();
+  EXPECT_EQ(followed->size(), 100u);
 }
 
 TEST_F(FileIo, AtomicWriteReplacesAndLeavesNoTemporary) {

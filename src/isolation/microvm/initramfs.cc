@@ -50,21 +50,6 @@ void Entry(std::string& out, uint32_t ino, uint32_t mode, std::string_view name,
   Pad4(out);
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::Sys(Code::kS300, "read", path, errno);
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string BuildInitramfs(std::string_view agent) {
@@ -79,7 +64,8 @@ std::string BuildInitramfs(std::string_view agent) {
 }
 
 Result<std::string> EnsureInitramfs(const std::string& agent_path, const std::string& cache_dir) {
-  SKIFF_ASSIGN_OR_RETURN(std::string agent, ReadFile(agent_path));
+  // The agent is a static binary of a few MB; the bound only refuses a wrong path.
+  SKIFF_ASSIGN_OR_RETURN(std::string agent, ReadFile(agent_path, size_t{256} << 20, Links::kFollow));
   std::string digest = Sha256Hex(agent);
   std::string dir = cache_dir + "/initramfs";
   std::string path = dir + "/" + digest.substr(0, 32) + ".cpio";
