@@ -2,12 +2,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "base/error.h"
@@ -19,6 +22,7 @@
 #include "base/pidfd.h"
 #include "base/scoped_dir.h"
 #include "base/subprocess.h"
+#include "base/thread.h"
 
 namespace skiff {
 namespace {
@@ -213,6 +217,53 @@ TEST(ProcessTerminate, EscalatesToKillAfterTheGrace) {
   ASSERT_TRUE(st2.ok());
   EXPECT_TRUE(WIFSIGNALED(*st2));
   EXPECT_EQ(WTERMSIG(*st2), SIGTERM);
+}
+
+TEST(Thread, AnExceptionEndsOnlyItsThread) {
+  std::atomic<bool> after{false};
+  auto t = StartThread("test thrower", [] { throw std::runtime_error("boom"); });
+  ASSERT_TRUE(t.ok()) << t.error().ToString();
+  t->join();  // the process is still here: std::terminate was not called
+  auto u = StartThread("test worker", [&] { after = true; });
+  ASSERT_TRUE(u.ok());
+  u->join();
+  EXPECT_TRUE(after);
+}
+
+TEST(Thread, NoThreadToBeHadIsAnErrorNotAnException) {
+  // In a child, cap the address space just above what it uses: a new
+  // thread's stack cannot be mapped, and std::thread would throw.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long vm_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmSize:", 0) == 0) vm_kb = std::strtol(line.c_str() + 7, nullptr, 10);
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(vm_kb + 1024) * 1024;
+    if (vm_kb == 0 || ::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(3);
+    // The first threads may reuse stacks glibc cached from earlier tests;
+    // keep them running until one needs a fresh mapping.
+    static std::atomic<bool> release{false};
+    for (int i = 0; i < 64; ++i) {
+      auto t = StartThread("capped", [] {
+        while (!release) ::usleep(1000);
+      });
+      if (t.ok()) {
+        t->detach();
+        continue;
+      }
+      bool named =
+          t.error().ToString().find("capped") != std::string::npos && t.error().code() == Code::kS300;
+      ::_exit(named ? 0 : 1);
+    }
+    ::_exit(2);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child died of signal " << WTERMSIG(st);
+  EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
 }  // namespace
