@@ -37,9 +37,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       json j = payload();
       if (j.is_discarded()) return 0;
       auto env = ParseEnv(&j);
+      // The object form admits only valid names; the array form, as iii,
+      // takes any "NAME=value" split at its first '=' (a name like "]" is
+      // passed on): a name is never empty and never holds '=' or NUL.
       if (env.ok())
-        for (const auto& [name, value] : *env)
-          if (!IsValidEnvName(name)) std::abort();
+        for (const auto& [name, value] : *env) {
+          if (j.is_object() && !IsValidEnvName(name)) std::abort();
+          if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos)
+            std::abort();
+          if (value.find('\0') != std::string::npos) std::abort();
+        }
       break;
     }
     case 4: {
