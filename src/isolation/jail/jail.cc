@@ -27,6 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/child_report.h"
+#include "base/fd_pair.h"
+#include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
@@ -340,7 +343,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
   plan.agent_fd = agent.get();
-  jail::ChildError report;
+  ChildFailure report;
   plan.report = &report;
   plan.userns_fd = (*userns)->fd.get();
   const std::string resolv = std::string("nameserver ") + net::kDns + "\n";
@@ -396,10 +399,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   agent.reset();
   lower_fds.clear();
   if (!cg.ok()) return boot(cg.error());  // the init saw it and gave up
-  if (report.err != 0) {
-    report.call[sizeof report.call - 1] = report.object[sizeof report.object - 1] = '\0';
-    return boot(Error::Sys(Code::kS300, report.call, report.object, report.err));
-  }
+  if (report.err != 0) return boot(ChildFailureError(report));
   inst->channel_ = std::move(host_end);
   if (log::Enabled(log::Level::kDebug)) {
     std::string t;
