@@ -236,7 +236,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(shared_->lock_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(shared_->lock_dir, 0700));
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -258,7 +258,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(policy.state_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(policy.state_dir, 0700));
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -305,10 +305,9 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   UniqueFd agent(::open(agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (!agent) return boot(Error::Sys(Code::kS300, "open", agent_path, errno));
 
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-    return boot(Error::Sys(Code::kS300, "socketpair", "agent channel", errno));
-  UniqueFd host_end(sv[0]), child_end(sv[1]);
+  Result<FdPair> channel = MakeSocketPair();
+  if (!channel.ok()) return boot(std::move(channel).error().With("agent channel"));
+  UniqueFd host_end = std::move(channel->first), child_end = std::move(channel->second);
   mark("trees");
 
   // The sandbox's cgroups are created (limits first) by a helper thread
