@@ -20,6 +20,9 @@
 #include <map>
 #include <string>
 
+#include "base/file_io.h"
+#include "base/scoped_dir.h"
+
 namespace skiff::agent {
 namespace {
 
@@ -32,15 +35,6 @@ int64_t BoottimeMillis() {
   timespec ts{};
   clock_gettime(CLOCK_BOOTTIME, &ts);
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
-void WriteAll(int fd, std::string_view s) {
-  while (!s.empty()) {
-    ssize_t n = ::write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    s.remove_prefix(static_cast<size_t>(n));
-  }
 }
 
 std::string SysMsg(std::string_view call, std::string_view object, int err) {
@@ -61,29 +55,16 @@ void Mount(const char* src, const char* target, const char* fstype, unsigned lon
   }
 }
 
-// mkdir that accepts an existing directory (the image may already have it).
+// mkdir -p that accepts an existing directory (the image may already have
+// it) but never a symlink: a link in the image could aim a mount elsewhere.
 void MkdirP(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) == 0) return;
-  int err = errno;
-  struct stat st {};
-  if (err == EEXIST && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
-  Fail(SysMsg("mkdir", path, err));
+  if (Status st = MakeDirs(path, mode, Links::kRefuse); !st.ok()) Fail(st.error().message());
 }
 
+// A small kernel-provided file (/proc, /sys), or "" when it cannot be read.
 std::string ReadSmallFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > 64 * 1024) break;
-  }
-  ::close(fd);
-  return out;
+  Result<std::string> r = ReadFile(path, 64 * 1024);
+  return r.ok() ? std::move(*r) : std::string();
 }
 
 // skiff.key=value words of the kernel command line. The kernel keeps dotted
@@ -128,21 +109,19 @@ void SleepMillis(int ms) {
 int OpenAgentPort(int timeout_ms) {
   int64_t deadline = BoottimeMillis() + timeout_ms;
   for (;;) {
-    if (DIR* d = ::opendir("/sys/class/virtio-ports")) {
-      while (dirent* e = ::readdir(d)) {
+    if (auto d = ScopedDir::Open("/sys/class/virtio-ports"); d.ok()) {
+      while (const dirent* e = d->Next()) {
         if (e->d_name[0] == '.') continue;
         std::string base = e->d_name;
         std::string name = ReadSmallFile("/sys/class/virtio-ports/" + base + "/name");
         while (!name.empty() && (name.back() == '\n' || name.back() == '\0')) name.pop_back();
         if (name != kPortName) continue;
-        ::closedir(d);
         std::string dev = "/dev/" + base;
         for (int i = 0; i < 1000 && ::access(dev.c_str(), F_OK) != 0; i++) SleepMillis(2);
         int fd = ::open(dev.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
         if (fd < 0) Fail(SysMsg("open", dev, errno));
         return fd;
       }
-      ::closedir(d);
     }
     if (BoottimeMillis() > deadline) Fail("no virtio-serial port named skiff.agent");
     SleepMillis(2);
@@ -241,7 +220,7 @@ Status VmResume(std::string_view seed, int64_t realtime_ns, std::string_view hos
   if (!why.empty()) {
     std::string line(why);
     line += "\n";
-    WriteAll(2, line);
+    (void)WriteAll(2, line, "console");
   }
   ::sync();
   ::reboot(RB_AUTOBOOT);
@@ -322,7 +301,7 @@ Result<int> VmInit() {
     // DNS through the gateway's resolver; written into the overlay only.
     int fd = ::open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
-      WriteAll(fd, "nameserver 10.0.2.3\n");
+      (void)WriteAll(fd, "nameserver 10.0.2.3\n", "/etc/resolv.conf");
       ::close(fd);
     }
   }

@@ -118,7 +118,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       case Handler::kFilePut:
         return FilePut();
     }
-    return Close();
   }
 
   // ---------------------------------------------------------- responses

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "base/unique_fd.h"
@@ -24,6 +25,26 @@ Result<std::string> ReadFile(const std::string& path, size_t max, Links links) {
     if (out.size() + static_cast<size_t>(n) > max) return Error::Sys(Code::kS300, "read", path, EFBIG);
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+Result<std::string> ReadFileTail(const std::string& path, size_t max) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Error::Sys(Code::kS300, "fstat", path, errno);
+  auto size = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
+  off_t start = static_cast<off_t>(size > max ? size - max : 0);
+  std::string out(size - static_cast<size_t>(start), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got, start + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::Sys(Code::kS300, "read", path, errno);
+    if (n == 0) break;  // truncated meanwhile
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
 }
 
 Status WriteAll(int fd, std::string_view data, std::string_view what) {
@@ -67,7 +88,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
   return OkStatus();
 }
 
-Status MakeDirs(const std::string& path, mode_t mode) {
+Status MakeDirs(const std::string& path, mode_t mode, Links links) {
   if (path.empty()) return Error::Sys(Code::kS300, "mkdir", path, ENOENT);
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -76,12 +97,19 @@ Status MakeDirs(const std::string& path, mode_t mode) {
     if (::mkdir(part.c_str(), mode) == 0) continue;
     int err = errno;
     struct stat st {};
-    if (err == EEXIST && ::stat(part.c_str(), &st) == 0) {
+    int rc = links == Links::kFollow ? ::stat(part.c_str(), &st) : ::lstat(part.c_str(), &st);
+    if (err == EEXIST && rc == 0) {
       if (!S_ISDIR(st.st_mode)) return Error::Sys(Code::kS300, "mkdir", part, ENOTDIR);
       continue;
     }
     return Error::Sys(Code::kS300, "mkdir", part, err);
   }
+  return OkStatus();
+}
+
+Status MakeDirsWithMode(const std::string& path, mode_t mode) {
+  SKIFF_RETURN_IF_ERROR(MakeDirs(path, mode));
+  if (::chmod(path.c_str(), mode) != 0) return Error::Sys(Code::kS300, "chmod", path, errno);
   return OkStatus();
 }
 

@@ -23,6 +23,11 @@ enum class Links { kRefuse, kFollow };
 Result<std::string> ReadFile(const std::string& path, size_t max = size_t{8} << 20,
                              Links links = Links::kRefuse);
 
+// The last `max` bytes of a file (all of it when shorter): the end of a log
+// for an error message. Like ReadFile, a symlink as the last component is
+// refused (ELOOP).
+Result<std::string> ReadFileTail(const std::string& path, size_t max);
+
 // Writes `data` to an existing file, or creates it with `mode`, truncating
 // it first (cgroup and /proc knobs, whose write is the whole operation).
 Status WriteFile(const std::string& path, std::string_view data, mode_t mode = 0644);
@@ -44,7 +49,13 @@ Status WriteAll(int fd, std::string_view data, std::string_view what);
 
 // mkdir -p: creates each missing component with `mode` (existing ones are
 // left as they are). A component that exists as a non-directory is S300
-// ENOTDIR.
-Status MakeDirs(const std::string& path, mode_t mode = 0755);
+// ENOTDIR; with Links::kRefuse so is one that is a symlink (a path inside a
+// tree someone else shaped, where a link could point the caller elsewhere).
+Status MakeDirs(const std::string& path, mode_t mode = 0755, Links links = Links::kFollow);
+
+// MakeDirs, then the last component gets exactly `mode` (whatever the umask,
+// and also when it existed): a directory whose mode is a decision (a store
+// root others may traverse but not list).
+Status MakeDirsWithMode(const std::string& path, mode_t mode);
 
 }  // namespace skiff

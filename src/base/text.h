@@ -1,4 +1,4 @@
-// Text helpers shared by daemon and agent: base64, UTF-8, UUIDs, times.
+// Text helpers shared by daemon and agent: base64 decoding, UTF-8, UUIDs, times.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,6 @@
 
 namespace skiff {
 
-std::string Base64Encode(std::string_view bytes);
 // RFC 4648 standard alphabet with '=' padding; no whitespace. On failure
 // returns nullopt and sets *why (if given) to a short reason.
 std::optional<std::string> Base64Decode(std::string_view text, std::string* why = nullptr);

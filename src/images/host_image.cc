@@ -18,9 +18,11 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "base/fs_util.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/scoped_dir.h"
 #include "base/text.h"
 #include "images/catalog.h"
 
@@ -38,12 +40,12 @@ struct Entry {
 // Top-level host directories the image exposes.
 constexpr const char* kHostDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
-std::optional<std::string> ReadSmallFile(const std::string& path, size_t max = 8u << 20) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (s.size() > max) return std::nullopt;
-  return s;
+// A host file whole (links followed: /etc/resolv.conf is often one), or
+// nullopt when it cannot be read or is over `max`.
+std::optional<std::string> ReadHostFile(const std::string& path, size_t max = 8u << 20) {
+  Result<std::string> r = ReadFile(path, max, Links::kFollow);
+  if (!r.ok()) return std::nullopt;
+  return std::move(*r);
 }
 
 std::optional<std::string> ReadLink(const std::string& path) {
@@ -68,7 +70,7 @@ void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& hos
   if (S_ISLNK(st.st_mode)) {
     if (auto t = ReadLink(host)) out.push_back({Entry::kLink, rel, *t, 0777});
   } else if (S_ISREG(st.st_mode)) {
-    if (auto d = ReadSmallFile(host)) out.push_back({Entry::kFile, rel, *d, st.st_mode & 0644});
+    if (auto d = ReadHostFile(host)) out.push_back({Entry::kFile, rel, *d, st.st_mode & 0644});
   }
 }
 
@@ -77,14 +79,10 @@ void CopyEntry(std::vector<Entry>& out, Watched& watched, const std::string& hos
 void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host, const std::string& rel,
              int depth = 0) {
   watched.push_back(host);
-  DIR* d = ::opendir(host.c_str());
-  if (d == nullptr) return;
+  Result<ScopedDir> d = ScopedDir::Open(host);
+  if (!d.ok()) return;
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
+  while (const dirent* e = d->Next()) names.push_back(e->d_name);
   std::sort(names.begin(), names.end());
   out.push_back({Entry::kDir, rel, "", 0755});
   for (const auto& n : names) {
@@ -133,7 +131,7 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& 
     // Only resolver directives, never comments or anything else.
     std::string rc;
     watched.push_back("/etc/resolv.conf");
-    if (auto host = ReadSmallFile("/etc/resolv.conf", 64 * 1024)) {
+    if (auto host = ReadHostFile("/etc/resolv.conf", 64 * 1024)) {
       std::stringstream ss(*host);
       std::string line;
       while (std::getline(ss, line))
@@ -157,11 +155,10 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& 
   CopyDir(e, watched, "/etc/ca-certificates", "etc/ca-certificates", 1);
   // Interpreter configuration (public, read by python3 at startup).
   watched.push_back("/etc");  // a python* directory appearing or going
-  if (DIR* d = ::opendir("/etc")) {
+  if (Result<ScopedDir> d = ScopedDir::Open("/etc"); d.ok()) {
     std::vector<std::string> py;
-    while (dirent* x = ::readdir(d))
+    while (const dirent* x = d->Next())
       if (std::string(x->d_name).rfind("python", 0) == 0) py.push_back(x->d_name);
-    ::closedir(d);
     std::sort(py.begin(), py.end());
     for (const auto& n : py) CopyDir(e, watched, "/etc/" + n, "etc/" + n, 1);
   }
@@ -224,24 +221,13 @@ Status Materialize(const std::string& root, const std::vector<Entry>& entries) {
   return OkStatus();
 }
 
-Status MkdirP(const std::string& path) {
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    std::string cur = path.substr(0, pos);
-    if (!cur.empty() && ::mkdir(cur.c_str(), 0755) < 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", cur, errno);
-  }
-  return OkStatus();
-}
-
 // Writes the skeleton <base>/<hash>/root unless it is there; returns it.
 Result<std::string> MaterializeOnce(const std::string& base, const std::string& hash,
                                     const std::vector<Entry>& entries) {
   std::string dir = base + "/" + hash;
   std::string root = dir + "/root";
   if (::access(root.c_str(), F_OK) == 0) return root;
-  SKIFF_RETURN_IF_ERROR(MkdirP(base));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(base, 0755));
   std::string tmp = base + "/.tmp-" + RandomHex(8);
   if (::mkdir(tmp.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", tmp, errno);
   Status st = Materialize(tmp + "/root", entries);
@@ -346,7 +332,7 @@ Result<ResolvedImage> HostImage() {
   // the stamp names it, valid while none of the paths it was built from
   // has changed (see host_image.h).
   std::string root;
-  if (auto text = ReadSmallFile(stamp_path, 1u << 20))
+  if (auto text = ReadHostFile(stamp_path, 1u << 20))
     if (auto hash = host_image::StampedHash(*text))
       if (std::string r = base + "/" + *hash + "/root"; ::access(r.c_str(), F_OK) == 0) root = r;
   if (root.empty()) {

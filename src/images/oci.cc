@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/scoped_dir.h"
 #include "base/sha256.h"
 #include "base/unique_fd.h"
 
@@ -121,19 +122,11 @@ Status RemoveAt(int dirfd, const std::string& name, const std::string& for_path,
 }
 
 Status RemoveChildren(int dirfd, const std::string& for_path, int depth) {
-  int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return Error::Sys(Code::kS300, "fcntl", for_path, errno);
-  DIR* d = ::fdopendir(dup);
-  if (!d) {
-    ::close(dup);
-    return Error::Sys(Code::kS300, "fdopendir", for_path, errno);
-  }
+  UniqueFd dup(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0));
+  if (!dup) return Error::Sys(Code::kS300, "fcntl", for_path, errno);
+  SKIFF_ASSIGN_OR_RETURN(ScopedDir d, ScopedDir::Adopt(std::move(dup), for_path));
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
+  while (const dirent* e = d.Next()) names.push_back(e->d_name);
   for (const auto& n : names) SKIFF_RETURN_IF_ERROR(RemoveAt(dirfd, n, for_path, depth));
   return OkStatus();
 }

@@ -16,6 +16,10 @@
 #include <set>
 #include <sstream>
 
+#include "base/child_report.h"
+#include "base/fd_pair.h"
+#include "base/file_io.h"
+#include "base/find_executable.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
@@ -37,69 +41,10 @@ bool ValidCatalogName(const std::string& name) {
   return true;
 }
 
-Status MkdirP(const std::string& path, mode_t mode) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) return Error::Sys(Code::kS300, "mkdir", path, ec.value());
-  if (::chmod(path.c_str(), mode) != 0) return Error::Sys(Code::kS300, "chmod", path, errno);
-  return OkStatus();
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd) return Error::Sys(Code::kS300, "open", tmp, errno);
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::Sys(Code::kS300, "write", tmp, errno);
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) return Error::Sys(Code::kS300, "fsync", tmp, errno);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Error::Sys(Code::kS300, "rename", path, errno);
-  }
-  return OkStatus();
-}
-
-std::optional<std::string> ReadSmallFile(const std::string& path, size_t max) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return std::nullopt;
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max) return std::nullopt;
-  }
-  return out;
-}
-
 nlohmann::json MetaToJson(const ImageMeta& m) {
   return {{"name", m.name},        {"digest", m.digest},   {"kind", m.kind}, {"source", m.source},
           {"env", m.env},          {"workdir", m.workdir}, {"user", m.user}, {"created_ms", m.created_ms},
           {"build_ms", m.build_ms}};
-}
-
-std::string FindInPath(const std::string& prog) {
-  if (prog.find('/') != std::string::npos) return prog;
-  const char* path = std::getenv("PATH");
-  std::string p = path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  std::stringstream ss(p);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string cand = dir + "/" + prog;
-    if (::access(cand.c_str(), X_OK) == 0) return cand;
-  }
-  return "";
 }
 
 }  // namespace
@@ -122,18 +67,18 @@ std::string Store::BlockImagePath(const std::string& digest, const std::string& 
 Status Store::Init() const {
   // Traversable (not listable) by others: a jail's unprivileged ids and
   // apt's _apt sandbox user must reach rootfs paths; nothing here is secret.
-  SKIFF_RETURN_IF_ERROR(MkdirP(root_, 0711));
+  SKIFF_RETURN_IF_ERROR(MakeDirsWithMode(root_, 0711));
   for (const char* sub : {"store", "current", "tmp"}) {
-    SKIFF_RETURN_IF_ERROR(MkdirP(root_ + "/" + sub, 0711));
+    SKIFF_RETURN_IF_ERROR(MakeDirsWithMode(root_ + "/" + sub, 0711));
   }
-  SKIFF_RETURN_IF_ERROR(MkdirP(root_ + "/locks", 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirsWithMode(root_ + "/locks", 0700));
   return OkStatus();
 }
 
 std::optional<ImageMeta> Store::Read(const std::string& digest) const {
   if (!IsHexDigest(digest)) return std::nullopt;
-  auto text = ReadSmallFile(EntryDir(digest) + "/image.json", 1 << 20);
-  if (!text) return std::nullopt;
+  Result<std::string> text = ReadFile(EntryDir(digest) + "/image.json", 1 << 20);
+  if (!text.ok()) return std::nullopt;
   struct stat st;
   if (::lstat(RootfsDir(digest).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
   try {
@@ -236,7 +181,7 @@ Status Store::Commit(const std::string& tmp_dir, const ImageMeta& meta) const {
   // A leftover incomplete entry (no image.json) cannot exist by construction,
   // but never rename onto one.
   (void)RemoveTree(EntryDir(meta.digest));
-  SKIFF_RETURN_IF_ERROR(WriteFileAtomic(tmp_dir + "/image.json", MetaToJson(meta).dump(2) + "\n"));
+  SKIFF_RETURN_IF_ERROR(WriteFileAtomic(tmp_dir + "/image.json", MetaToJson(meta).dump(2) + "\n", 0644));
   std::string dst = EntryDir(meta.digest);
   if (::rename(tmp_dir.c_str(), dst.c_str()) != 0) {
     return Error::Sys(Code::kS300, "rename", dst, errno);
@@ -417,8 +362,9 @@ uint64_t TreeBytes(const std::string& path) {
 Status RunLogged(const std::vector<std::string>& argv, const std::function<void(const std::string&)>& on_line,
                  const std::vector<std::string>& extra_env) {
   if (argv.empty()) return InvalidRequest("empty command");
-  std::string exe = FindInPath(argv[0]);
-  if (exe.empty()) return Platform("sandbox", argv[0] + " not found in PATH");
+  std::optional<std::string> found = FindExecutable(argv[0]);
+  if (!found) return Platform("sandbox", argv[0] + " not found in PATH");
+  const std::string& exe = *found;
   // Everything the child needs is prepared before fork.
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -430,24 +376,39 @@ Status RunLogged(const std::vector<std::string>& argv, const std::function<void(
   for (auto& e : env_store) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return Error::Sys(Code::kS300, "pipe2", argv[0], errno);
-  UniqueFd rd(p[0]), wr(p[1]);
+  SKIFF_ASSIGN_OR_RETURN(FdPair out, MakePipe(O_CLOEXEC));
+  UniqueFd rd = std::move(out.first), wr = std::move(out.second);
+  SKIFF_ASSIGN_OR_RETURN(ChildReportPipe report, ChildReportPipe::Create());
+  const int out_fd = wr.get(), report_fd = report.write_fd();
   pid_t pid = ::fork();
   if (pid < 0) return Error::Sys(Code::kS300, "fork", argv[0], errno);
   if (pid == 0) {
-    // Child: async-signal-safe calls only (dup2, open, execve, _exit).
+    // Child: async-signal-safe calls only; a failure is reported through
+    // `report` (base/child_report.h).
     int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(p[1], 1);
-    ::dup2(p[1], 2);
-    // No other descriptor of this process (sockets, locks) reaches the tool.
-    ::syscall(SYS_close_range, 3u, ~0u, 0u);
+    if (devnull < 0) ReportChildFailure(report_fd, errno, "open", "/dev/null");
+    if (::dup2(devnull, 0) < 0) ReportChildFailure(report_fd, errno, "dup2", "stdin");
+    if (::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0)
+      ReportChildFailure(report_fd, errno, "dup2", "output");
+    // No other descriptor of this process (sockets, locks) reaches the tool;
+    // the report pipe is close-on-exec.
+    if (report_fd > 3) ::syscall(SYS_close_range, 3u, static_cast<unsigned>(report_fd - 1), 0u);
+    ::syscall(SYS_close_range, static_cast<unsigned>(report_fd + 1), ~0u, 0u);
     ::execve(exe.c_str(), cargv.data(), cenv.data());
-    _exit(127);
+    ReportChildFailure(report_fd, errno, "execve", exe.c_str());
   }
   wr.reset();
   auto proc = Process::Open(pid);
+  if (Status st = report.Read(argv[0]); !st.ok()) {
+    if (proc.ok()) {
+      (void)proc->Wait(std::nullopt);
+    } else {
+      int ws;
+      while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+      }
+    }
+    return st;
+  }
   std::deque<std::string> tail;
   std::string pending;
   char buf[4096];

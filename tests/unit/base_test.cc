@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "base/child_report.h"
 #include "base/error.h"
 #include "base/fd_pair.h"
 #include "base/file_io.h"
@@ -137,6 +138,115 @@ TEST_F(FindExecutableTest, SearchesThePathInOrderAndSkipsNonExecutables) {
   ASSERT_EQ(::chdir((dir_ + "/two").c_str()), 0);
   EXPECT_EQ(FindExecutable("tool", ":"), std::nullopt);
   ASSERT_EQ(::chdir("/"), 0);
+}
+
+TEST_F(FileIo, ReadFileTailKeepsTheEndAndRefusesSymlinks) {
+  std::string p = dir_ + "/log";
+  ASSERT_TRUE(WriteFile(p, "0123456789").ok());
+  auto tail = ReadFileTail(p, 4);
+  ASSERT_TRUE(tail.ok()) << tail.error().ToString();
+  EXPECT_EQ(*tail, "6789");
+  EXPECT_EQ(*ReadFileTail(p, 100), "0123456789");
+  EXPECT_EQ(*ReadFileTail(p, 0), "");
+  ASSERT_EQ(::symlink(p.c_str(), (dir_ + "/link").c_str()), 0);
+  auto link = ReadFileTail(dir_ + "/link", 4);
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.error().message().find("ELOOP"), std::string::npos) << link.error().message();
+  EXPECT_FALSE(ReadFileTail(dir_ + "/missing", 4).ok());
+}
+
+TEST_F(FileIo, MakeDirsWithModeSetsTheLastComponentsModeWhateverTheUmask) {
+  std::string p = dir_ + "/a/b";
+  mode_t old = ::umask(077);
+  Status st = MakeDirsWithMode(p, 0711);
+  ::umask(old);
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  struct stat sb {};
+  ASSERT_EQ(::stat(p.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0711u);
+  // An existing directory gets the mode too.
+  ASSERT_EQ(::chmod(p.c_str(), 0700), 0);
+  ASSERT_TRUE(MakeDirsWithMode(p, 0755).ok());
+  ASSERT_EQ(::stat(p.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0755u);
+}
+
+TEST_F(FileIo, MakeDirsRefusingLinksStopsAtASymlinkToADirectory) {
+  ASSERT_EQ(::mkdir((dir_ + "/real").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink((dir_ + "/real").c_str(), (dir_ + "/link").c_str()), 0);
+  EXPECT_TRUE(MakeDirs(dir_ + "/link/sub").ok());  // kFollow: the link is a directory
+  Status refused = MakeDirs(dir_ + "/link", 0755, Links::kRefuse);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), "mkdir(" + dir_ + "/link): ENOTDIR");
+  Status below = MakeDirs(dir_ + "/link/other", 0755, Links::kRefuse);
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(::access((dir_ + "/real/other").c_str(), F_OK), -1);
+  EXPECT_TRUE(MakeDirs(dir_ + "/real/x/y", 0755, Links::kRefuse).ok());
+}
+
+TEST(ChildReport, ARecordedFailureNamesTheCallTheObjectAndTheErrno) {
+  ChildFailure f;
+  RecordChildFailure(&f, ENOENT, "execve", "/usr/bin/qemu");
+  EXPECT_EQ(ChildFailureError(f).message(), "execve(/usr/bin/qemu): ENOENT");
+  EXPECT_EQ(ChildFailureError(f, "vmm setup").message(), "vmm setup: execve(/usr/bin/qemu): ENOENT");
+  EXPECT_EQ(ChildFailureError(f).code(), Code::kS300);
+  // Cut to the record's size, never overrun; errno 0 still reads as a failure.
+  std::string long_object(500, 'o');
+  RecordChildFailure(&f, 0, "a-call-name-much-longer-than-the-slot-holds", long_object.c_str());
+  EXPECT_NE(f.err, 0);
+  EXPECT_EQ(std::string(f.call).size(), sizeof f.call - 1);
+  EXPECT_EQ(std::string(f.object).size(), sizeof f.object - 1);
+  RecordChildFailure(nullptr, EPERM, "x", "y");  // no slot: nothing to do
+}
+
+TEST(ChildReport, ThePipeReadsAReportAsAnErrorAndAnExecAsSuccess) {
+  {
+    auto pipe = ChildReportPipe::Create();
+    ASSERT_TRUE(pipe.ok());
+    EXPECT_TRUE(::fcntl(pipe->write_fd(), F_GETFD) & FD_CLOEXEC);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) ReportChildFailure(pipe->write_fd(), EACCES, "mount", "/proc");
+    Status st = pipe->Read("jail setup");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().message(), "jail setup: mount(/proc): EACCES");
+    int ws = 0;
+    ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+    EXPECT_TRUE(WIFEXITED(ws));
+    EXPECT_EQ(WEXITSTATUS(ws), 127);
+  }
+  {
+    auto pipe = ChildReportPipe::Create();
+    ASSERT_TRUE(pipe.ok());
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const char* argv[] = {"/bin/true", nullptr};
+      ::execv(argv[0], const_cast<char* const*>(argv));
+      ReportChildFailure(pipe->write_fd(), errno, "execv", argv[0]);
+    }
+    Status st = pipe->Read("spawn");
+    EXPECT_TRUE(st.ok()) << st.error().ToString();
+    int ws = 0;
+    ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+    EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  }
+  {
+    // A child that dies halfway through its record: a short report, not
+    // success.
+    auto pipe = ChildReportPipe::Create();
+    ASSERT_TRUE(pipe.ok());
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ssize_t n = ::write(pipe->write_fd(), "abc", 3);
+      ::_exit(n == 3 ? 1 : 2);
+    }
+    Status st = pipe->Read("spawn");
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message().find("short report"), std::string::npos) << st.error().message();
+    ::waitpid(pid, nullptr, 0);
+  }
 }
 
 TEST(JsonLimits, ADeeplyNestedDocumentIsRefusedUnparsed) {

@@ -19,13 +19,6 @@
 namespace skiff::jail {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -184,7 +177,8 @@ Cgroups Cgroups::Detect() {
   for (const auto& m : mounts) {
     if (m.fstype != "cgroup2" || m.root != "/") continue;
     std::string self = Join(m.mountpoint, v2_path.empty() ? "/" : v2_path);
-    std::string ctrls = ReadFile(self + "/cgroup.controllers");
+    Result<std::string> read = ReadFile(self + "/cgroup.controllers");
+    std::string ctrls = read.ok() ? std::move(*read) : std::string();
     while (!ctrls.empty() && ctrls.back() == '\n') ctrls.pop_back();
     if (!HasWord(ctrls, ' ', "memory") || !HasWord(ctrls, ' ', "pids")) {
       why_v2 = "cgroup2 at " + m.mountpoint + " offers no memory/pids controllers";

@@ -22,25 +22,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/child_report.h"
 #include "confine/confine.h"
 
 namespace skiff::jail {
 namespace {
 
-void CopyStr(char* dst, size_t cap, const char* src) {
-  size_t i = 0;
-  if (src != nullptr)
-    for (; src[i] != '\0' && i + 1 < cap; ++i) dst[i] = src[i];
-  dst[i] = '\0';
-}
-
-// Reports the failed step to the parent and exits. Async-signal-safe.
+// Records the failed step for the parent (base/child_report.h) and exits.
+// Async-signal-safe.
 [[noreturn]] void Fail(const ChildPlan& p, int err, const char* call, const char* object) {
-  if (p.report != nullptr) {
-    p.report->err = err;
-    CopyStr(p.report->call, sizeof p.report->call, call);
-    CopyStr(p.report->object, sizeof p.report->object, object);
-  }
+  RecordChildFailure(p.report, err, call, object);
   ::syscall(SYS_exit_group, 125);
   __builtin_unreachable();
 }

@@ -11,6 +11,9 @@
 
 #include <cstdint>
 
+namespace skiff {
+struct ChildFailure;
+}
 namespace skiff::confine {
 struct ChildPolicy;
 }
@@ -32,12 +35,12 @@ struct ChildLayer {
 inline constexpr int kMaxCgroupBases = 8;
 
 struct ChildPlan {
-  int sock_fd = -1;                     // becomes fd 3 of the agent
-  int agent_fd = -1;                    // O_PATH fd of the agent binary (execveat)
-  struct ChildError* report = nullptr;  // parent memory (CLONE_VM): filled on failure
-  int userns_fd = -1;                   // the sandbox's user namespace (already mapped)
-  int netns_fd = -1;                    // network: true: the host-owned network namespace to join
-  const char* resolv_conf = nullptr;    // network: true: /etc/resolv.conf content
+  int sock_fd = -1;                   // becomes fd 3 of the agent
+  int agent_fd = -1;                  // O_PATH fd of the agent binary (execveat)
+  ChildFailure* report = nullptr;     // parent memory (CLONE_VM): filled on failure
+  int userns_fd = -1;                 // the sandbox's user namespace (already mapped)
+  int netns_fd = -1;                  // network: true: the host-owned network namespace to join
+  const char* resolv_conf = nullptr;  // network: true: /etc/resolv.conf content
   // The sandbox's cgroups: <base>/<cgroup_procs> for each base (the skiff/
   // directories, opened before the mounts change), each to write "0" into
   // once *cgroup_ready (a futex word the host sets when it has created them
@@ -60,13 +63,6 @@ struct ChildPlan {
   const confine::ChildPolicy* confine = nullptr;  // required: null fails the start
   char* const* argv = nullptr;
   char* const* envp = nullptr;
-};
-
-// What the child leaves in *report when a step fails.
-struct ChildError {
-  int err = 0;
-  char call[32] = {};
-  char object[160] = {};
 };
 
 // Runs the setup and execs the agent; never returns. `arg` is a ChildPlan*

@@ -21,19 +21,6 @@ int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
 
 }  // namespace
 
-Status MkdirAll(const std::string& path, mode_t mode) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
-      return Error::Sys(Code::kS300, "mkdir", cur, errno);
-  }
-  return OkStatus();
-}
-
 void RemoveTree(const std::string& path) {
   if (path.empty() || path == "/") return;
   ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);

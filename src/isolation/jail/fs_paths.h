@@ -1,5 +1,6 @@
 // Path and name helpers of the jail backend: checks for what becomes a path
-// or a mount option, and directory creation and removal.
+// or a mount option, and a tree removal that stays on one mount (mkdir -p
+// is base/file_io.h's MakeDirs).
 #pragma once
 
 #include <sys/types.h>
@@ -17,9 +18,6 @@ bool SafeName(const std::string& s, size_t max);
 // Absolute, without "." or ".." components, and without ',' or ':' (which
 // would split an overlay mount option).
 bool CleanAbsolute(const std::string& p);
-
-// mkdir -p.
-Status MkdirAll(const std::string& path, mode_t mode);
 
 // rm -rf that never crosses into another mount.
 void RemoveTree(const std::string& path);

@@ -27,6 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/child_report.h"
+#include "base/fd_pair.h"
+#include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
@@ -233,7 +236,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(shared_->lock_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(shared_->lock_dir, 0700));
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -255,7 +258,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(policy.state_dir, 0700));
+  SKIFF_RETURN_IF_ERROR(MakeDirs(policy.state_dir, 0700));
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -302,10 +305,9 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   UniqueFd agent(::open(agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (!agent) return boot(Error::Sys(Code::kS300, "open", agent_path, errno));
 
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-    return boot(Error::Sys(Code::kS300, "socketpair", "agent channel", errno));
-  UniqueFd host_end(sv[0]), child_end(sv[1]);
+  Result<FdPair> channel = MakeSocketPair();
+  if (!channel.ok()) return boot(std::move(channel).error().With("agent channel"));
+  UniqueFd host_end = std::move(channel->first), child_end = std::move(channel->second);
   mark("trees");
 
   // The sandbox's cgroups are created (limits first) by a helper thread
@@ -340,7 +342,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
   plan.agent_fd = agent.get();
-  jail::ChildError report;
+  ChildFailure report;
   plan.report = &report;
   plan.userns_fd = (*userns)->fd.get();
   const std::string resolv = std::string("nameserver ") + net::kDns + "\n";
@@ -396,10 +398,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   agent.reset();
   lower_fds.clear();
   if (!cg.ok()) return boot(cg.error());  // the init saw it and gave up
-  if (report.err != 0) {
-    report.call[sizeof report.call - 1] = report.object[sizeof report.object - 1] = '\0';
-    return boot(Error::Sys(Code::kS300, report.call, report.object, report.err));
-  }
+  if (report.err != 0) return boot(ChildFailureError(report));
   inst->channel_ = std::move(host_end);
   if (log::Enabled(log::Level::kDebug)) {
     std::string t;

@@ -1,5 +1,7 @@
-// Why the microVM backend does or does not use KVM: the wording of the
-// verdict that the probe logs and `skiff doctor` prints (kvm_note).
+// Why the microVM backend does or does not use KVM: the boot probe behind
+// KvmUsable()/KvmNote() (microvm.h), run once per host, QEMU and kernel and
+// cached, and the wording of the verdict that it logs and `skiff doctor`
+// prints (kvm_note).
 #pragma once
 
 #include <string>

@@ -15,48 +15,16 @@
 #include <climits>
 #include <cstring>
 
+#include "base/child_report.h"
+
 namespace skiff::microvm {
 namespace {
 
-// What the child reports through the error pipe when a step fails.
-struct ChildFailure {
-  int step;  // index into the step names below, or 100 + op index
-  int err;
-};
-
-enum Step {
-  kStepFds = 0,
-  kStepPrivate,
-  kStepTmpfs,
-  kStepPivot,
-  kStepRootRo,
-  kStepRlimit,
-  kStepGroups,
-  kStepGid,
-  kStepUid,
-  kStepNoNewPrivs,
-  kStepExec,
-  kStepCount
-};
-constexpr const char* kStepNames[kStepCount] = {"dup fds",
-                                                "mount(/, MS_PRIVATE)",
-                                                "mount(tmpfs)",
-                                                "pivot_root",
-                                                "remount root read-only",
-                                                "setrlimit",
-                                                "setgroups",
-                                                "setresgid",
-                                                "setresuid",
-                                                "prctl(NO_NEW_PRIVS)",
-                                                "execve"};
-
 // Async-signal-safe from here to the end of RunChild: only system calls on
-// memory prepared by the parent, no allocation, no locks.
-[[noreturn]] void ChildFail(int pipe_fd, int step, int err) {
-  ChildFailure f{step, err};
-  ssize_t r = ::write(pipe_fd, &f, sizeof f);
-  (void)r;
-  ::_exit(127);
+// memory prepared by the parent, no allocation, no locks. A failed step is
+// reported through the ChildReportPipe (base/child_report.h).
+[[noreturn]] void ChildFail(int pipe_fd, const char* call, const char* object, int err) {
+  ReportChildFailure(pipe_fd, err, call, object);
 }
 
 int BindRo(const char* src, const char* dst) {
@@ -64,30 +32,35 @@ int BindRo(const char* src, const char* dst) {
   return ::mount(nullptr, dst, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr);
 }
 
-int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
+// Runs one op; nullptr when it succeeded, otherwise the call that failed
+// (errno set).
+const char* RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
   switch (op.kind) {
     case VmmPlan::Op::kDevDir:
-      if (::mkdir(op.dst.c_str(), 0755) != 0) return -1;
-      return ::mount("tmpfs", op.dst.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+      if (::mkdir(op.dst.c_str(), 0755) != 0) return "mkdir";
+      if (::mount("tmpfs", op.dst.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") != 0)
+        return "mount";
+      return nullptr;
     case VmmPlan::Op::kCharDev:
-      if (::mknod(op.dst.c_str(), S_IFCHR | 0600, op.rdev) != 0) return -1;
-      return ::chown(op.dst.c_str(), plan.uid, plan.gid);
+      if (::mknod(op.dst.c_str(), S_IFCHR | 0600, op.rdev) != 0) return "mknod";
+      if (::chown(op.dst.c_str(), plan.uid, plan.gid) != 0) return "chown";
+      return nullptr;
     case VmmPlan::Op::kMkdir:
-      return ::mkdir(op.dst.c_str(), 0755);
+      return ::mkdir(op.dst.c_str(), 0755) == 0 ? nullptr : "mkdir";
     case VmmPlan::Op::kSymlink:
-      return ::symlink(op.src.c_str(), op.dst.c_str());
+      return ::symlink(op.src.c_str(), op.dst.c_str()) == 0 ? nullptr : "symlink";
     case VmmPlan::Op::kBindDir:
-      if (::mkdir(op.dst.c_str(), 0755) != 0) return -1;
-      return BindRo(op.src.c_str(), op.dst.c_str());
+      if (::mkdir(op.dst.c_str(), 0755) != 0) return "mkdir";
+      return BindRo(op.src.c_str(), op.dst.c_str()) == 0 ? nullptr : "bind";
     case VmmPlan::Op::kBindFile: {
       int fd = ::open(op.dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-      if (fd < 0) return -1;
+      if (fd < 0) return "open";
       ::close(fd);
-      return BindRo(op.src.c_str(), op.dst.c_str());
+      return BindRo(op.src.c_str(), op.dst.c_str()) == 0 ? nullptr : "bind";
     }
   }
   errno = EINVAL;
-  return -1;
+  return "op";
 }
 
 [[noreturn]] void RunChild(const VmmPlan& plan, const char* const* argv, const char* const* envp,
@@ -96,26 +69,26 @@ int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
   // place them: 0-2, then pass_fds at 3.., the error pipe right after.
   constexpr int kHigh = 512;
   int err_high = ::fcntl(err_fd, F_DUPFD_CLOEXEC, kHigh + 64);
-  if (err_high < 0) ChildFail(err_fd, kStepFds, errno);
+  if (err_high < 0) ChildFail(err_fd, "fcntl", "report pipe", errno);
   int std_high[3];
   const int std_src[3] = {plan.stdin_fd, plan.stdout_fd, plan.stderr_fd};
   for (int i = 0; i < 3; i++) {
     std_high[i] = ::fcntl(std_src[i], F_DUPFD_CLOEXEC, kHigh);
-    if (std_high[i] < 0) ChildFail(err_high, kStepFds, errno);
+    if (std_high[i] < 0) ChildFail(err_high, "fcntl", "stdio", errno);
   }
   int pass_high[16];
   size_t npass = plan.pass_fds.size();
-  if (npass > 16) ChildFail(err_high, kStepFds, E2BIG);
+  if (npass > 16) ChildFail(err_high, "pass fds", "more than 16", E2BIG);
   for (size_t i = 0; i < npass; i++) {
     pass_high[i] = ::fcntl(plan.pass_fds[i], F_DUPFD_CLOEXEC, kHigh);
-    if (pass_high[i] < 0) ChildFail(err_high, kStepFds, errno);
+    if (pass_high[i] < 0) ChildFail(err_high, "fcntl", "passed fd", errno);
   }
   for (int i = 0; i < 3; i++)
-    if (::dup2(std_high[i], i) < 0) ChildFail(err_high, kStepFds, errno);
+    if (::dup2(std_high[i], i) < 0) ChildFail(err_high, "dup2", "stdio", errno);
   for (size_t i = 0; i < npass; i++)
-    if (::dup2(pass_high[i], static_cast<int>(3 + i)) < 0) ChildFail(err_high, kStepFds, errno);
+    if (::dup2(pass_high[i], static_cast<int>(3 + i)) < 0) ChildFail(err_high, "dup2", "passed fd", errno);
   int err_pipe = static_cast<int>(3 + npass);
-  if (::dup3(err_high, err_pipe, O_CLOEXEC) < 0) ChildFail(err_high, kStepFds, errno);
+  if (::dup3(err_high, err_pipe, O_CLOEXEC) < 0) ChildFail(err_high, "dup3", "report pipe", errno);
   ::syscall(SYS_close_range, err_pipe + 1, ~0U, 0);
 
   // Default signal dispositions and mask for QEMU; writes past the log size
@@ -130,32 +103,34 @@ int RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
   ::signal(SIGXFSZ, SIG_IGN);
 
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    ChildFail(err_pipe, kStepPrivate, errno);
+    ChildFail(err_pipe, "mount", "/ (MS_PRIVATE)", errno);
   if (::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
-    ChildFail(err_pipe, kStepTmpfs, errno);
+    ChildFail(err_pipe, "mount", plan.root.c_str(), errno);
   for (size_t i = 0; i < plan.ops.size(); i++)
-    if (RunOp(plan, plan.ops[i]) != 0) ChildFail(err_pipe, 100 + static_cast<int>(i), errno);
+    if (const char* call = RunOp(plan, plan.ops[i]))
+      ChildFail(err_pipe, call, plan.ops[i].dst.c_str(), errno);
   // pivot_root(".", ".") stacks the old root under the new one; detaching
   // it leaves only the new root visible.
-  if (::chdir(plan.root.c_str()) != 0) ChildFail(err_pipe, kStepPivot, errno);
-  if (::syscall(SYS_pivot_root, ".", ".") != 0) ChildFail(err_pipe, kStepPivot, errno);
-  if (::umount2(".", MNT_DETACH) != 0) ChildFail(err_pipe, kStepPivot, errno);
-  if (::chdir("/") != 0) ChildFail(err_pipe, kStepPivot, errno);
+  if (::chdir(plan.root.c_str()) != 0) ChildFail(err_pipe, "chdir", plan.root.c_str(), errno);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) ChildFail(err_pipe, "pivot_root", plan.root.c_str(), errno);
+  if (::umount2(".", MNT_DETACH) != 0) ChildFail(err_pipe, "umount2", "old root", errno);
+  if (::chdir("/") != 0) ChildFail(err_pipe, "chdir", "/", errno);
   if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
-    ChildFail(err_pipe, kStepRootRo, errno);
+    ChildFail(err_pipe, "mount", "/ (read-only)", errno);
 
   rlimit core{0, 0};
-  if (::setrlimit(RLIMIT_CORE, &core) != 0) ChildFail(err_pipe, kStepRlimit, errno);
+  if (::setrlimit(RLIMIT_CORE, &core) != 0) ChildFail(err_pipe, "setrlimit", "RLIMIT_CORE", errno);
   if (plan.max_file_bytes) {
     rlimit fsize{plan.max_file_bytes, plan.max_file_bytes};
-    if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(err_pipe, kStepRlimit, errno);
+    if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(err_pipe, "setrlimit", "RLIMIT_FSIZE", errno);
   }
-  if (::setgroups(plan.groups.size(), plan.groups.data()) != 0) ChildFail(err_pipe, kStepGroups, errno);
-  if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(err_pipe, kStepGid, errno);
-  if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(err_pipe, kStepUid, errno);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(err_pipe, kStepNoNewPrivs, errno);
+  if (::setgroups(plan.groups.size(), plan.groups.data()) != 0) ChildFail(err_pipe, "setgroups", "", errno);
+  if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(err_pipe, "setresgid", "", errno);
+  if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(err_pipe, "setresuid", "", errno);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    ChildFail(err_pipe, "prctl", "PR_SET_NO_NEW_PRIVS", errno);
   ::execve(plan.exec_path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(envp));
-  ChildFail(err_pipe, kStepExec, errno);
+  ChildFail(err_pipe, "execve", plan.exec_path.c_str(), errno);
 }
 
 }  // namespace
@@ -200,9 +175,7 @@ Result<Process> LaunchVmm(const VmmPlan& plan) {
   for (const auto& e : plan.env) envp.push_back(e.c_str());
   envp.push_back(nullptr);
 
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Error::Sys(Code::kS300, "pipe2", "vmm", errno);
-  UniqueFd err_read(pipe_fds[0]), err_write(pipe_fds[1]);
+  SKIFF_ASSIGN_OR_RETURN(ChildReportPipe report, ChildReportPipe::Create());
 
   int pidfd = -1;
   clone_args args{};
@@ -212,30 +185,13 @@ Result<Process> LaunchVmm(const VmmPlan& plan) {
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof args);
   if (pid < 0) return Error::Sys(Code::kS300, "clone3", "vmm", errno);
-  if (pid == 0) RunChild(plan, argv.data(), envp.data(), err_write.get());
+  if (pid == 0) RunChild(plan, argv.data(), envp.data(), report.write_fd());
 
   Process proc(static_cast<pid_t>(pid), UniqueFd(pidfd));
-  err_write.reset();
-  ChildFailure f{};
-  ssize_t n;
-  do n = ::read(err_read.get(), &f, sizeof f);
-  while (n < 0 && errno == EINTR);
-  if (n == 0) return proc;  // exec succeeded: the pipe closed on exec
+  Status setup = report.Read("vmm setup");
+  if (setup.ok()) return proc;  // exec succeeded: the pipe closed on exec
   (void)proc.Wait(std::nullopt);
-  if (n != static_cast<ssize_t>(sizeof f)) return Platform("boot", "vmm setup: short report from child");
-  std::string step;
-  if (f.step >= 100 && static_cast<size_t>(f.step - 100) < plan.ops.size()) {
-    const auto& op = plan.ops[static_cast<size_t>(f.step - 100)];
-    step = (op.kind == VmmPlan::Op::kSymlink ? "symlink("
-            : op.kind == VmmPlan::Op::kMkdir ? "mkdir("
-                                             : "bind(") +
-           op.dst + ")";
-  } else if (f.step >= 0 && f.step < kStepCount) {
-    step = kStepNames[f.step];
-  } else {
-    step = "step " + std::to_string(f.step);
-  }
-  return Platform("boot", "vmm setup: " + step + ": " + std::string(ErrnoName(f.err)));
+  return Platform("boot", setup.error().message());
 }
 
 }  // namespace skiff::microvm

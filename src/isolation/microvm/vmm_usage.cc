@@ -1,8 +1,12 @@
 #include "isolation/microvm/vmm_usage.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+
+#include "base/file_io.h"
 
 namespace skiff::microvm {
 namespace {
@@ -59,6 +63,26 @@ VmmUsage ParseVmmUsage(const VmmProcFiles& proc, uint64_t guest_bytes, long clk_
   }
   if (found) u.guest_rss_kib = guest_rss;
   return u;
+}
+
+VmmUsage ReadVmmUsage(pid_t pid, uint64_t guest_bytes) {
+  auto read = [](const std::string& path) {
+    Result<std::string> r = ReadFile(path);
+    return r.ok() ? std::move(*r) : std::string();
+  };
+  std::string base = "/proc/" + std::to_string(pid);
+  return ParseVmmUsage({read(base + "/stat"), read(base + "/status"), read(base + "/smaps")}, guest_bytes,
+                       ::sysconf(_SC_CLK_TCK));
+}
+
+void AddVmmUsage(const VmmUsage& u, nlohmann::json& d) {
+  d["vmm_cpu_ms"] = u.cpu_ms;
+  d["vmm_rss_kib"] = u.rss_kib;
+  if (u.guest_rss_kib >= 0 && u.rss_kib >= 0) {
+    d["guest_rss_kib"] = u.guest_rss_kib;
+    d["vmm_overhead_kib"] = u.rss_kib - u.guest_rss_kib;
+    d["vmm_private_overhead_kib"] = u.anon_kib - u.guest_anon_kib;
+  }
 }
 
 }  // namespace skiff::microvm

@@ -7,8 +7,12 @@
 // anonymous memory (TCG's translation cache, QEMU's heap), never shared.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace skiff::microvm {
 
@@ -28,5 +32,14 @@ struct VmmProcFiles {
 // The usage figures from those files; `guest_bytes` is the guest's RAM size,
 // `clk_tck` the kernel's clock ticks per second (sysconf(_SC_CLK_TCK)).
 VmmUsage ParseVmmUsage(const VmmProcFiles& proc, uint64_t guest_bytes, long clk_tck);
+
+// The figures of a running VMM, read from its /proc files (a file that
+// cannot be read, e.g. of a VMM gone meanwhile, counts as empty).
+VmmUsage ReadVmmUsage(pid_t pid, uint64_t guest_bytes);
+
+// Adds the figures to a sandbox's description: vmm_cpu_ms, vmm_rss_kib and,
+// when the guest RAM was found, guest_rss_kib, vmm_overhead_kib and
+// vmm_private_overhead_kib.
+void AddVmmUsage(const VmmUsage& u, nlohmann::json& describe);
 
 }  // namespace skiff::microvm

@@ -28,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/fd_pair.h"
 #include "base/find_executable.h"
 #include "base/log.h"
 
@@ -520,12 +521,13 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
 
   // 2. slirp4netns, in the host's namespace, attaching tap0 in ours. It
   // exits when the exit pipe's write end (ours) closes.
-  int ep[2], rp[2];
-  if (::pipe2(ep, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "slirp4netns", errno);
-  UniqueFd exit_read(ep[0]);
-  sn->exit_pipe_.reset(ep[1]);
-  if (::pipe2(rp, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "slirp4netns", errno);
-  UniqueFd ready_read(rp[0]), ready_write(rp[1]);
+  Result<FdPair> exit_pipe = MakePipe(O_CLOEXEC);
+  if (!exit_pipe.ok()) return std::move(exit_pipe).error().With("slirp4netns exit pipe");
+  UniqueFd exit_read = std::move(exit_pipe->first);
+  sn->exit_pipe_ = std::move(exit_pipe->second);
+  Result<FdPair> ready_pipe = MakePipe(O_CLOEXEC);
+  if (!ready_pipe.ok()) return std::move(ready_pipe).error().With("slirp4netns ready pipe");
+  UniqueFd ready_read = std::move(ready_pipe->first), ready_write = std::move(ready_pipe->second);
   std::string slirp = Slirp4netnsBinary();
   std::vector<std::string> args = {slirp};
   if (mode == Mode::kLocal) args.insert(args.end(), {"--configure", "--mtu=65520"});

@@ -1,0 +1,55 @@
+// Why a child failed between clone/fork and exec, in one format: the child
+// fills a fixed-size ChildFailure (the call that failed, what it acted on,
+// errno) with async-signal-safe code only, and the parent turns it into one
+// Error, S300 "<call>(<object>): <ERRNO>". Two transports carry it:
+//   - a ChildReportPipe (close-on-exec): the child writes the record and
+//     exits; an exec closes the pipe empty, which the parent reads as success;
+//   - a slot in the parent's memory, for a CLONE_VM child (the jail's init),
+//     filled by RecordChildFailure.
+#pragma once
+
+#include <string_view>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+
+namespace skiff {
+
+struct ChildFailure {
+  int err = 0;            // 0: no failure recorded
+  char call[32] = {};     // "mount", "execve", ...
+  char object[160] = {};  // its target, possibly cut; may be ""
+};
+
+// Fills *slot. Async-signal-safe (no allocation, no locks).
+void RecordChildFailure(ChildFailure* slot, int err, const char* call, const char* object) noexcept;
+
+// Writes one ChildFailure to `fd` and exits with status 127.
+// Async-signal-safe.
+[[noreturn]] void ReportChildFailure(int fd, int err, const char* call, const char* object) noexcept;
+
+// The Error for a recorded failure: S300 naming the call, the object and
+// the errno, with `context` (e.g. "vmm setup") added when not empty.
+Error ChildFailureError(const ChildFailure& f, std::string_view context = {});
+
+// The parent's end of the report pipe. Create() before the clone/fork; the
+// child writes to write_fd() (at any descriptor number it moves it to); the
+// parent calls Read() right after the clone.
+class ChildReportPipe {
+ public:
+  static Result<ChildReportPipe> Create();
+
+  int write_fd() const { return write_.get(); }
+
+  // Closes the parent's copy of the write end and waits for the child's
+  // word: OkStatus() when the pipe closed empty (the child exec'ed), the
+  // ChildFailureError (with `context`) when it reported, S300 for a report
+  // cut short (the child died mid-write).
+  Status Read(std::string_view context);
+
+ private:
+  ChildReportPipe(UniqueFd r, UniqueFd w) : read_(std::move(r)), write_(std::move(w)) {}
+  UniqueFd read_, write_;
+};
+
+}  // namespace skiff

@@ -1,0 +1,61 @@
+// Owner tags and the stale state directory sweep of the microVM backend, on
+// a temporary directory: no VM, no root. (The VMM kill scan is exercised by
+// the integration tests: here it could reach other users' VMs.)
+#include "isolation/microvm/orphans.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "base/file_io.h"
+#include "base/fs_util.h"
+
+namespace skiff::microvm {
+namespace {
+
+TEST(OwnerTag, NamesThisProcessUntilItIsGone) {
+  std::string self = SelfOwnerTag();
+  EXPECT_EQ(self.rfind(std::to_string(::getpid()) + ":", 0), 0u) << self;
+  EXPECT_FALSE(OwnerGone(self));
+  // The same pid with another start time is a reused pid: gone.
+  EXPECT_TRUE(OwnerGone(std::to_string(::getpid()) + ":1"));
+  EXPECT_TRUE(OwnerGone("garbage"));
+  EXPECT_TRUE(OwnerGone("0:5"));
+  EXPECT_TRUE(OwnerGone(""));
+}
+
+TEST(OwnerTag, IsFoundInAnEnvironImage) {
+  std::string env("PATH=/usr/bin\0SKIFF_VM_OWNER=12:345\0SKIFF_VM_ID=a", 49);
+  EXPECT_EQ(OwnerTagFromEnviron(env), "12:345");
+  EXPECT_EQ(OwnerTagFromEnviron(std::string("SKIFF_VM_OWNER_X=1\0HOME=/", 25)), "");
+  EXPECT_EQ(OwnerTagFromEnviron(""), "");
+}
+
+TEST(StaleStateDirs, RemovesOnlyThoseWhoseOwnerIsGoneOrThatWereAbandoned) {
+  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  auto vm = [&](const std::string& name, const std::string* owner) {
+    ASSERT_EQ(::mkdir((root + "/" + name).c_str(), 0700), 0);
+    if (owner) {
+      ASSERT_TRUE(WriteFile(root + "/" + name + "/" + kOwnerFile, *owner + "\n").ok());
+    }
+  };
+  std::string self = SelfOwnerTag(), gone = std::to_string(::getpid()) + ":1";
+  vm("mine", &self);
+  vm("orphan", &gone);
+  vm("creating", nullptr);
+  RemoveStaleStateDirs(root);
+  EXPECT_EQ(::access((root + "/mine").c_str(), F_OK), 0);
+  EXPECT_NE(::access((root + "/orphan").c_str(), F_OK), 0);
+  EXPECT_EQ(::access((root + "/creating").c_str(), F_OK), 0);  // young: being created
+  RemoveStaleStateDirs(root, /*abandoned_after_s=*/-1);
+  EXPECT_NE(::access((root + "/creating").c_str(), F_OK), 0);
+  EXPECT_EQ(::access((root + "/mine").c_str(), F_OK), 0);
+  (void)RemoveTree(root);
+}
+
+}  // namespace
+}  // namespace skiff::microvm
