@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/server.h"
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 namespace {
 
@@ -100,7 +100,7 @@ std::unique_ptr<Daemon> StartDaemon(uint32_t pool, uint32_t max_sandboxes) {
   cfg.listen_port = 0;
   if (pool) cfg.pool["host"] = pool;
   auto d = std::make_unique<Daemon>();
-  auto m = skiff::SandboxManager::FromConfig(cfg);
+  auto m = skiff::MakeSandboxManager(cfg);
   if (!m.ok()) {
     fprintf(stderr, "%s\n", m.error().ToString().c_str());
     return nullptr;

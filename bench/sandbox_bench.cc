@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 extern char** environ;
 
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   cfg.allow_all_images = true;
   cfg.isolation = isolation;
   cfg.max_concurrent_sandboxes = 1024;
-  auto mgr = skiff::SandboxManager::FromConfig(cfg);
+  auto mgr = skiff::MakeSandboxManager(cfg);
   if (!mgr.ok()) {
     fprintf(stderr, "%s\n", mgr.error().ToString().c_str());
     return 1;

@@ -11,6 +11,7 @@
 
 #include "api/server.h"
 #include "base/log.h"
+#include "sandbox/backends.h"
 
 namespace skiff::api {
 
@@ -28,7 +29,7 @@ void OnSignal(int sig) {
 
 int RunDaemon(Config config) {
   for (const auto& w : config.warnings) SKIFF_LOG(Warn) << "config: " << w;
-  auto mgr = SandboxManager::FromConfig(config);
+  auto mgr = MakeSandboxManager(config);
   if (!mgr.ok()) {
     std::fprintf(stderr, "skiff serve: %s\n", mgr.error().message().c_str());
     return 1;

@@ -1,6 +1,6 @@
 // What the transports take from the sandboxes outside a function call: the
 // byte streams of /v1/sandboxes/{id}/files and the counts behind /metrics
-// and /healthz. The one place api/ reaches into SandboxManager directly
+// and /healthz. The one place api/ reaches into the SandboxService directly
 // (function calls go through the function table), so that reach can be
 // re-routed without touching the sessions.
 #pragma once
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "sandbox/manager.h"
+#include "sandbox/service.h"
 
 namespace skiff::api {
 
@@ -22,13 +22,13 @@ struct SandboxGauges {
   std::map<std::string, uint64_t> by_isolation;  // every available backend, 0 when idle
   uint64_t reaped = 0;
   uint64_t execs_in_flight = 0;
-  std::vector<SandboxManager::PoolStatus> pools;
+  std::vector<PoolStatus> pools;
   std::string default_isolation;
 };
 
 class SandboxAccess {
  public:
-  explicit SandboxAccess(SandboxManager& manager) : manager_(manager) {}
+  explicit SandboxAccess(SandboxService& manager) : manager_(manager) {}
 
   // GET /v1/sandboxes/{id}/files.
   Status ReadFile(const std::string& sandbox_id, const std::string& path,
@@ -62,7 +62,7 @@ class SandboxAccess {
   }
 
  private:
-  SandboxManager& manager_;
+  SandboxService& manager_;
 };
 
 }  // namespace skiff::api

@@ -45,7 +45,7 @@ void AcceptLoop(Server::Impl& srv, Acceptor& acc) {
 
 // ============================================================ Server
 
-Server::Server(SandboxManager& manager, Config config)
+Server::Server(SandboxService& manager, Config config)
     : impl_(std::make_unique<Impl>(manager, std::move(config))) {
   manager.SetCreateObserver([m = &impl_->metrics](const std::string&, bool pooled, double secs) {
     m->CreateSeconds(pooled, secs);

@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "sandbox/config.h"
-#include "sandbox/manager.h"
+#include "sandbox/service.h"
 
 namespace skiff::api {
 
@@ -21,7 +21,7 @@ std::string Version();
 
 class Server {
  public:
-  Server(SandboxManager& manager, Config config);
+  Server(SandboxService& manager, Config config);
   ~Server();
 
   // Binds listen_address:listen_port (port 0 = any free port) and, when

@@ -51,7 +51,7 @@ inline std::string ResultLabel(const Invocation& inv) {
 }
 
 struct Server::Impl {
-  Impl(SandboxManager& m, Config c)
+  Impl(SandboxService& m, Config c)
       : manager(m),
         sandboxes(m),
         config(std::move(c)),
@@ -60,7 +60,7 @@ struct Server::Impl {
         broker([this](std::function<void()> f) { net::post(pool, std::move(f)); }),
         sweep_timer(ioc) {}
 
-  SandboxManager& manager;  // function calls (CallContext) and the server's own setup
+  SandboxService& manager;  // function calls (CallContext) and the server's own setup
   SandboxAccess sandboxes;  // files, /metrics, /healthz
   Config config;
   net::io_context ioc;

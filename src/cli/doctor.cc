@@ -6,8 +6,8 @@
 
 #include "api/http_util.h"
 #include "cli/commands.h"
+#include "sandbox/backends.h"
 #include "sandbox/config.h"
-#include "sandbox/manager.h"
 
 namespace skiff::cli {
 namespace {
@@ -34,7 +34,7 @@ void PrintDoctor(const json& d, int indent) {
 int Doctor(bool json_out) {
   Config config;
   config.allow_all_images = true;
-  auto mgr = SandboxManager::FromConfig(config);
+  auto mgr = MakeSandboxManager(config);
   if (!mgr.ok()) {
     std::fprintf(stderr, "skiff doctor: no isolation backend works here: %s\n",
                  mgr.error().message().c_str());

@@ -18,8 +18,8 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "sandbox/backends.h"
 #include "sandbox/config.h"
-#include "sandbox/manager.h"
 
 namespace skiff::cli {
 namespace {
@@ -104,7 +104,7 @@ int Run(RunFlags& o) {
   // A jail run builds (probes, cleans up after) only the jail backend, not
   // the microVM one it will not use.
   if (o.isolation == "jail") config.isolation = o.isolation;
-  auto mgr = SandboxManager::FromConfig(config);
+  auto mgr = MakeSandboxManager(config);
   if (!mgr.ok()) return ReportError(mgr.error());
   SandboxManager& manager = **mgr;
 

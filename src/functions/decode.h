@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "sandbox/manager.h"
+#include "sandbox/types.h"
 
 namespace skiff::fn {
 

@@ -401,7 +401,7 @@ Result<json> HandleRead(const json& payload, CallContext& ctx) {
     } else {
       // Large file: re-read lazily when a reader attaches; holds no sandbox
       // resources until then.
-      SandboxManager* manager = &ctx.manager;
+      SandboxService* manager = &ctx.manager;
       std::string id = r.id, path = r.path;
       producer = [manager, id, path](const ByteSink& sink) -> Status {
         return manager->FsRead(

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "sandbox/manager.h"
+#include "sandbox/service.h"
 
 namespace skiff {
 
@@ -35,7 +35,7 @@ class ChannelBroker {
 };
 
 struct CallContext {
-  SandboxManager& manager;
+  SandboxService& manager;
   ChannelBroker* channels = nullptr;  // null: channel features answer S001/S216
 };
 

@@ -10,6 +10,7 @@
 
 #include "base/json_limits.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 namespace skiff::proto {
 namespace {
@@ -177,7 +178,9 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
   if (::pipe2(c->wake_, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
   SKIFF_RETURN_IF_ERROR(
       c->WriteRaw(EncodeFrame(0, Type::kHello, 0, nlohmann::json{{"proto", kVersion}}.dump())));
-  c->reader_ = std::thread([raw = c.get()] { raw->ReaderLoop(); });
+  // Guarded: an exception in the reader (or the death callback it runs)
+  // ends this connection, not the daemon.
+  c->reader_ = std::thread([raw = c.get()] { RunGuarded("agent reader", [raw] { raw->ReaderLoop(); }); });
   return c;
 }
 

@@ -21,7 +21,7 @@
 #include "images/oci.h"
 #include "images/recipe.h"
 #include "images/store.h"
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 namespace skiff {
 namespace {
@@ -86,7 +86,7 @@ class ImageLeaseTest : public ::testing::Test {
     // orphan now: a new manager's startup removes it, as a daemon's would.
     Config cfg;
     cfg.isolation = "jail";
-    if (auto m = SandboxManager::FromConfig(cfg); m.ok()) (*m)->Shutdown();
+    if (auto m = MakeSandboxManager(cfg); m.ok()) (*m)->Shutdown();
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
@@ -94,7 +94,7 @@ class ImageLeaseTest : public ::testing::Test {
     cfg.images_dir = store_root_;
     cfg.allow_all_images = true;
     cfg.isolation = "jail";
-    auto m = SandboxManager::FromConfig(cfg);
+    auto m = MakeSandboxManager(cfg);
     EXPECT_TRUE(m.ok()) << m.error().ToString();
     return m.ok() ? std::move(m).value() : nullptr;
   }

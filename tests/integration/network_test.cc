@@ -40,7 +40,7 @@
 #include "isolation/microvm/microvm.h"
 #include "isolation/net/sandbox_net.h"
 #include "protocol/client.h"
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 namespace skiff {
 namespace {
@@ -315,7 +315,7 @@ TEST_F(NetworkTest, JailLoopbackRewriteOfCreateEnv) {
   cfg.allow_all_images = true;
   cfg.isolation = "jail";
   cfg.network.host_ports = {listed_.port()};
-  auto m = SandboxManager::FromConfig(cfg);
+  auto m = MakeSandboxManager(cfg);
   ASSERT_TRUE(m.ok()) << m.error().ToString();
   std::string listed = std::to_string(listed_.port()), other = std::to_string(unlisted_.port());
   CreateSpec cs;

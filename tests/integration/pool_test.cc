@@ -16,7 +16,7 @@
 
 #include "base/paths.h"
 #include "footprint.h"
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 namespace skiff {
 namespace {
@@ -43,7 +43,7 @@ class PoolTest : public ::testing::Test {
   }
 
   void Start(Config cfg) {
-    auto m = SandboxManager::FromConfig(std::move(cfg));
+    auto m = MakeSandboxManager(std::move(cfg));
     ASSERT_TRUE(m.ok()) << m.error().ToString();
     mgr_ = std::move(m).value();
   }

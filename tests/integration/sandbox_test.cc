@@ -13,7 +13,7 @@
 
 #include "base/paths.h"
 #include "footprint.h"
-#include "sandbox/manager.h"
+#include "sandbox/backends.h"
 
 namespace skiff {
 namespace {
@@ -29,7 +29,7 @@ class SandboxTest : public ::testing::Test {
     cfg.allow_all_images = true;
     cfg.isolation = "jail";
     cfg.max_concurrent_sandboxes = 64;
-    auto m = SandboxManager::FromConfig(cfg);
+    auto m = MakeSandboxManager(cfg);
     ASSERT_TRUE(m.ok()) << m.error().ToString();
     mgr_ = std::move(m).value();
   }
@@ -243,7 +243,7 @@ TEST_F(SandboxTest, SandboxCapIsAtomicUnderConcurrentCreates) {
   cfg.allow_all_images = true;
   cfg.isolation = "jail";
   cfg.max_concurrent_sandboxes = 8;
-  mgr_ = std::move(SandboxManager::FromConfig(cfg)).value();
+  mgr_ = std::move(MakeSandboxManager(cfg)).value();
   std::atomic<int> ok{0}, s400{0};
   std::vector<std::thread> ts;
   for (int i = 0; i < 32; ++i)

@@ -38,7 +38,7 @@ TEST(ApiMetricsTextTest, CountsPoolsAndEscapedLabels) {
   g.by_isolation = {{"jail", 2}, {"microvm", 1}};
   g.reaped = 7;
   g.execs_in_flight = 3;
-  SandboxManager::PoolStatus p;
+  PoolStatus p;
   p.image = "py\"3";
   p.ready = 4;
   p.hits = 5;

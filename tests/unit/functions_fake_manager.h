@@ -1,6 +1,6 @@
-// A test double of SandboxManager for the handler unit tests: this test
-// target links functions_fake_manager.cc INSTEAD of the real manager, so the
-// handlers' calls (ops, specs, sources) can be observed without sandboxes.
+// A test double of the SandboxService for the handler unit tests: the
+// handlers' calls (ops, specs, sources) are recorded in FakeState and
+// answered from it, without sandboxes.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "functions/registry.h"
-#include "sandbox/manager.h"
+#include "sandbox/service.h"
 
 namespace skiff::testing {
 
@@ -42,6 +42,33 @@ struct FakeState {
 FakeState& Fake();
 inline constexpr const char* kLiveId = "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11";
 inline constexpr const char* kUnknownId = "00000000-0000-4000-8000-000000000000";
+
+// The SandboxService the handlers call: records every call in Fake() and
+// answers from it. Ids not in Fake().live give S002.
+class FakeSandboxService : public SandboxService {
+ public:
+  Result<CreateResult> Create(const CreateSpec& spec) override;
+  Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
+  Status Stop(const std::string& sandbox_id, bool wait) override;
+  std::vector<ListEntry> List() override;
+  Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;
+  std::vector<CatalogEntry> CatalogList() override;
+  Result<nlohmann::json> Fs(const std::string& sandbox_id, const nlohmann::json& op) override;
+  Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
+                                 bool parents, const ByteSource& source) override;
+  Status FsRead(const std::string& sandbox_id, const std::string& path,
+                const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+  nlohmann::json Doctor() override { return nlohmann::json::object(); }
+  std::string default_isolation() const override { return "jail"; }
+  std::vector<std::string> available_isolations() const override { return {}; }
+  std::string microvm_accel() const override { return {}; }
+  SandboxStats& stats() override { return stats_; }
+  std::vector<PoolStatus> PoolStats() override { return {}; }
+  void SetCreateObserver(CreateObserver) override {}
+
+ private:
+  SandboxStats stats_;
+};
 
 // A ChannelBroker double that runs producers immediately into a buffer.
 class FakeBroker : public ChannelBroker {

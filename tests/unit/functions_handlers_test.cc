@@ -1,4 +1,4 @@
-// The function handlers against a SandboxManager double: check order (S001
+// The function handlers against a SandboxService double: check order (S001
 // → S210/S217 → lookup), the agent ops they build, write/read bodies and
 // channels, response encoding, and the engine::* functions.
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ class Handlers : public ::testing::Test {
   void SetUp() override {
     Fake().Reset();
     Fake().live.insert(kLiveId);
-    manager_ = std::make_unique<SandboxManager>(Config{}, std::map<std::string, std::unique_ptr<Isolator>>{});
+    manager_ = std::make_unique<testing::FakeSandboxService>();
   }
   Result<json> Call(std::string_view id, const json& payload, bool with_broker = true) {
     const FunctionDef* d = FindFunction(id);
@@ -36,7 +36,7 @@ class Handlers : public ::testing::Test {
     if (r.ok()) return Error(Code::kS300, "unexpected success");
     return std::move(r).error();
   }
-  std::unique_ptr<SandboxManager> manager_;
+  std::unique_ptr<testing::FakeSandboxService> manager_;
   FakeBroker broker_;
 };
 

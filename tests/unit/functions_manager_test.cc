@@ -5,6 +5,7 @@
 #include "functions/errors.h"
 #include "functions/json_schema.h"
 #include "functions/registry.h"
+#include "sandbox/manager.h"
 
 namespace skiff {
 namespace {

@@ -14,6 +14,8 @@
 #include "functions/json_schema.h"
 #include "functions/registry.h"
 #include "functions/schemas.h"
+#include "functions_fake_manager.h"
+#include "sandbox/config.h"
 
 namespace skiff {
 namespace {
@@ -146,7 +148,7 @@ TEST(Schemas, RequiredFieldsExactly) {
 TEST(Schemas, RequiredFieldsAreEnforcedByHandlersToo) {
   // Removing any schema-required field from a documented example gives the
   // S001 missing-field message naming it: schemas and decoders agree.
-  SandboxManager manager(Config{}, {});
+  testing::FakeSandboxService manager;
   CallContext ctx{manager, nullptr};
   for (const FunctionDef& d : Functions()) {
     if (d.internal) continue;

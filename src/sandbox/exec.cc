@@ -1,0 +1,180 @@
+// SandboxManager::Exec (spec §2.2): admission against the exec cap, the
+// environment layers, the agent's exec stream and its output capture.
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "base/text.h"
+#include "base/thread.h"
+#include "base/unique_fd.h"
+#include "protocol/ops.h"
+#include "sandbox/agent_errors.h"
+#include "sandbox/manager.h"
+
+namespace skiff {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kOutputLimit = 1u << 20;
+constexpr uint64_t kDefaultExecTimeoutMs = 300000;
+
+const char* kBasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Keeps the first kOutputLimit bytes of a stream.
+struct Capture {
+  std::string bytes;
+  bool truncated = false;
+  void Add(std::string_view b) {
+    size_t room = kOutputLimit - std::min(kOutputLimit, bytes.size());
+    if (b.size() > room) truncated = true;
+    bytes.append(b.substr(0, std::min(room, b.size())));
+  }
+};
+
+// Environment layers (spec §2.2.3): base, image, sandbox, exec; later wins.
+std::vector<std::string> LayeredEnv(const Sandbox& sb, const Env& exec_env) {
+  std::vector<std::pair<std::string, std::string>> layered = {{"PATH", kBasePath}, {"HOME", "/root"}};
+  for (const auto& kv : sb.image_env) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) layered.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& kv : sb.env) layered.push_back(kv);
+  for (const auto& kv : exec_env) layered.push_back(kv);
+  std::vector<std::string> env;
+  std::set<std::string> seen;
+  for (auto it = layered.rbegin(); it != layered.rend(); ++it)
+    if (seen.insert(it->first).second) env.push_back(it->first + "=" + it->second);
+  std::reverse(env.begin(), env.end());
+  return env;
+}
+
+}  // namespace
+
+Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) {
+  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(spec.sandbox_id));
+  // Admission: take an exec slot atomically.
+  SKIFF_RETURN_IF_ERROR(registry_.AcquireExecSlot(*sb));
+  stats_.execs++;
+  sb->Touch();
+  auto start = Clock::now();
+  ScopedCleanup release([&] { registry_.ReleaseExecSlot(*sb); });
+
+  uint64_t effective = std::min(spec.timeout_ms.value_or(kDefaultExecTimeoutMs), config_.exec_timeout_cap());
+  if (effective == 0) return Error(Code::kS200, "exec timed out after 0 ms");
+
+  std::vector<std::string> env = LayeredEnv(*sb, spec.env);
+  std::string cwd = spec.workdir.value_or(sb->image_workdir.empty() ? "/" : sb->image_workdir);
+  nlohmann::json req = {{"op", proto::op::kExec},
+                        {"argv", spec.argv},
+                        {"env", env},
+                        {"cwd", cwd},
+                        {"timeout_ms", effective},
+                        {"stdin", !spec.stdin_bytes.empty()},
+                        {"output_limit", kOutputLimit}};
+  // The image's User (OCI config), resolved by the agent inside the sandbox;
+  // root needs no switch.
+  if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" && sb->image_user != "0:0")
+    req["user"] = sb->image_user;
+  auto stream_or = sb->client->Open(req);
+  if (!stream_or.ok()) {
+    if (registry_.Stopping(*sb)) return SandboxStopped(sb->id);
+    return Platform("exec", stream_or.error().message());
+  }
+  std::shared_ptr<proto::Stream> stream = std::move(stream_or).value();
+
+  // Feed stdin from a separate thread: the agent can only accept it as fast
+  // as the process reads, and we must keep draining its output meanwhile.
+  std::thread feeder;
+  if (!spec.stdin_bytes.empty()) {
+    auto t = StartThread("exec stdin " + sb->id, [stream, &spec] {
+      if (stream->Send(proto::kStdin, spec.stdin_bytes).ok()) (void)stream->End(proto::kStdin);
+    });
+    if (!t.ok()) {
+      stream->Cancel();
+      return std::move(t).error();
+    }
+    feeder = std::move(t).value();
+  } else {
+    (void)stream->End(proto::kStdin);
+  }
+  ScopedCleanup join([&] {
+    if (feeder.joinable()) {
+      stream->Cancel();
+      feeder.join();
+    }
+  });
+
+  Capture out, err;
+  auto details = [&](uint64_t ms) {
+    return nlohmann::json{{"stdout", SanitizeUtf8(out.bytes)},
+                          {"stderr", SanitizeUtf8(err.bytes)},
+                          {"duration_ms", ms},
+                          {"stdout_truncated", out.truncated},
+                          {"stderr_truncated", err.truncated}};
+  };
+  auto elapsed = [&] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  };
+  // The agent enforces the deadline; this host-side one is a safety net.
+  auto host_deadline = start + std::chrono::milliseconds(effective) + std::chrono::seconds(10);
+  int64_t last_touch = MonotonicMillis();
+  for (;;) {
+    auto ev = stream->Next(host_deadline);
+    if (!ev) {
+      stream->Cancel();
+      return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
+          .set_details(details(elapsed()));
+    }
+    switch (ev->kind) {
+      case proto::Event::Kind::kData:
+        if (ev->channel == proto::kStdout) {
+          out.Add(ev->data);
+          if (sink) sink->OnStdout(ev->data);
+        } else if (ev->channel == proto::kStderr) {
+          err.Add(ev->data);
+          if (sink) sink->OnStderr(ev->data);
+        }
+        if (MonotonicMillis() - last_touch > 1000) {
+          sb->Touch();
+          last_touch = MonotonicMillis();
+        }
+        break;
+      case proto::Event::Kind::kMeta:
+      case proto::Event::Kind::kEnd:
+        break;
+      case proto::Event::Kind::kResult: {
+        const auto& r = ev->json;
+        uint64_t ms = elapsed();
+        out.truncated = out.truncated || r.value("stdout_truncated", false);
+        err.truncated = err.truncated || r.value("stderr_truncated", false);
+        if (r.value("timed_out", false))
+          return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
+              .set_details(details(ms));
+        if (r.value("cancelled", false) || registry_.Stopping(*sb))
+          return SandboxStopped(sb->id).set_details(details(ms));
+        ExecResult res;
+        res.exit_code = r.value("exit_code", 0);
+        res.stdout_text = SanitizeUtf8(out.bytes);
+        res.stderr_text = SanitizeUtf8(err.bytes);
+        res.stdout_truncated = out.truncated;
+        res.stderr_truncated = err.truncated;
+        res.duration_ms = ms;
+        return res;
+      }
+      case proto::Event::Kind::kError:
+        return FromAgentError(ev->json);
+      case proto::Event::Kind::kClosed: {
+        // Closed by us = a stop or reap cut the exec short (S004); anything
+        // else means the agent (and with it the sandbox) died (S300).
+        uint64_t ms = elapsed();
+        return AgentConnectionError(AgentCall::kExec, sb->client->failure(), sb->id,
+                                    [&] { return sb->instance ? sb->instance->ExitReport() : std::string(); })
+            .set_details(details(ms));
+      }
+    }
+  }
+}
+
+}  // namespace skiff

@@ -1,0 +1,37 @@
+// FsClient: the fs operations of one sandbox, spoken to its agent (spec
+// §2.3): plain ops, streamed writes and streamed reads. Each call marks the
+// sandbox active when it starts and ends, and every second of a long
+// transfer. Agent and transport failures map through agent_errors.h.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/error.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/types.h"
+
+namespace skiff {
+
+class FsClient {
+ public:
+  // `stopping` says whether a stop of the sandbox has begun (read under the
+  // registry's lock).
+  FsClient(Sandbox& sandbox, std::function<bool()> stopping);
+
+  // A non-streaming op ({"op":"fs.ls",...}); returns the agent's RESULT.
+  Result<nlohmann::json> Call(const nlohmann::json& op);
+  // fs::write of the bytes `source` yields.
+  Result<nlohmann::json> Write(const std::string& path, uint32_t mode, bool parents,
+                               const ByteSource& source);
+  // fs::read: `on_meta` once before any byte, then the bytes to `sink`.
+  Status Read(const std::string& path, const std::function<void(const FsReadMeta&)>& on_meta,
+              const ByteSink& sink);
+
+ private:
+  Sandbox& sb_;
+  std::function<bool()> stopping_;
+};
+
+}  // namespace skiff

@@ -1,0 +1,50 @@
+// SandboxService: the sandbox API as the functions layer and the transports
+// use it. SandboxManager (manager.h) implements it over real sandboxes;
+// tests implement it with doubles. Everything it returns on failure is an
+// Error with an S-code.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "images/catalog.h"
+#include "sandbox/types.h"
+
+namespace skiff {
+
+class SandboxService {
+ public:
+  virtual ~SandboxService() = default;
+
+  virtual Result<CreateResult> Create(const CreateSpec& spec) = 0;
+  virtual Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) = 0;
+  virtual Status Stop(const std::string& sandbox_id, bool wait) = 0;
+  virtual std::vector<ListEntry> List() = 0;
+  virtual Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) = 0;
+  virtual std::vector<CatalogEntry> CatalogList() = 0;
+
+  // A non-streaming fs op: `op` is the agent request ({"op":"fs.ls",...}),
+  // already validated. Returns the agent's RESULT (the spec's response).
+  virtual Result<nlohmann::json> Fs(const std::string& sandbox_id, const nlohmann::json& op) = 0;
+  // fs::write from a stream (or a string: a source returning it once).
+  virtual Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path,
+                                         uint32_t mode, bool parents, const ByteSource& source) = 0;
+  // fs::read: `on_meta` is called once before any byte; `sink` gets the bytes.
+  virtual Status FsRead(const std::string& sandbox_id, const std::string& path,
+                        const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) = 0;
+
+  // Host facts for doctor, /healthz and /metrics.
+  virtual nlohmann::json Doctor() = 0;
+  virtual std::string default_isolation() const = 0;
+  virtual std::vector<std::string> available_isolations() const = 0;
+  // The microVM accelerator in use ("kvm" or "tcg"); empty without microVM.
+  virtual std::string microvm_accel() const = 0;
+  virtual SandboxStats& stats() = 0;
+  virtual std::vector<PoolStatus> PoolStats() = 0;
+  virtual void SetCreateObserver(CreateObserver observer) = 0;
+};
+
+}  // namespace skiff

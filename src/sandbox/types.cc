@@ -1,0 +1,20 @@
+#include "sandbox/types.h"
+
+namespace skiff {
+
+nlohmann::json ExecResult::ToJson() const {
+  nlohmann::json j = {
+      {"stdout", stdout_text},
+      {"stderr", stderr_text},
+      {"exit_code", exit_code},
+      {"timed_out", false},
+      {"duration_ms", duration_ms},
+      {"success", exit_code == 0},
+      {"stdout_truncated", stdout_truncated},
+      {"stderr_truncated", stderr_truncated},
+  };
+  if (sandbox_id) j["sandbox_id"] = *sandbox_id;
+  return j;
+}
+
+}  // namespace skiff

@@ -1,0 +1,131 @@
+// The typed requests and results of the sandbox API (create, exec, stop,
+// list, run, fs), shared by the service interface (service.h), its
+// implementation (manager.h) and every caller. Plain values: transports
+// decode JSON into them; nothing here talks to a sandbox.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+
+namespace skiff {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+struct CreateSpec {
+  std::string image;
+  std::optional<uint32_t> cpus;
+  std::optional<uint32_t> memory_mb;
+  std::optional<std::string> name;
+  bool network = false;
+  std::optional<uint64_t> idle_timeout_secs;
+  Env env;
+  std::optional<std::string> isolation;  // "microvm" | "jail"
+};
+
+struct CreateResult {
+  std::string sandbox_id;
+  std::string image;
+  std::string isolation;
+};
+
+// Receives output as it is produced (CLI streaming). May be null.
+struct OutputSink {
+  virtual ~OutputSink() = default;
+  virtual void OnStdout(std::string_view bytes) = 0;
+  virtual void OnStderr(std::string_view bytes) = 0;
+};
+
+struct ExecSpec {
+  std::string sandbox_id;
+  std::vector<std::string> argv;  // resolved command shape, argv[0] = program
+  Env env;
+  std::string stdin_bytes;
+  std::optional<uint64_t> timeout_ms;
+  std::optional<std::string> workdir;
+};
+
+struct ExecResult {
+  std::string stdout_text;  // UTF-8 sanitized, <= 1 MiB of bytes kept
+  std::string stderr_text;
+  int exit_code = 0;
+  uint64_t duration_ms = 0;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  std::optional<std::string> sandbox_id;  // run with keep_sandbox
+  nlohmann::json ToJson() const;          // spec §2.2.5 response
+};
+
+struct RunFile {
+  std::string path;
+  std::string content;
+};
+
+struct RunSpec {
+  CreateSpec create;
+  std::string code;
+  std::string lang;
+  std::vector<RunFile> files;
+  std::string stdin_bytes;
+  std::optional<uint64_t> timeout_ms;
+  bool keep_sandbox = false;
+  std::optional<std::string> workdir;
+};
+
+struct ListEntry {
+  std::string sandbox_id;
+  std::optional<std::string> name;
+  std::string image;
+  int64_t age_secs = 0;
+  uint32_t exec_in_flight = 0;
+  uint32_t exec_slots_free = 0;
+  bool stopped = false;
+  std::string isolation;
+  std::string created_at;
+  std::string last_activity_at;
+  uint32_t cpus = 0;
+  uint32_t memory_mb = 0;
+  bool network = false;
+};
+
+// Pulls a streamed upload body chunk by chunk. Returns "" at end of stream,
+// or an error (S218) when the source stalls or aborts.
+using ByteSource = std::function<Result<std::string>()>;
+// Receives a streamed download; return false to abort.
+using ByteSink = std::function<bool(std::string_view)>;
+
+struct FsReadMeta {
+  uint64_t size = 0;
+  std::string mode;  // "0644"
+  int64_t mtime = 0;
+};
+
+// Counters for /metrics.
+struct SandboxStats {
+  std::atomic<uint64_t> created{0}, reaped{0}, execs{0};
+};
+
+// The warm pool of one image (spec §7.3), for /metrics and tests.
+struct PoolStatus {
+  std::string image;
+  uint32_t target = 0;
+  uint32_t ready = 0;          // booted, unclaimed
+  uint64_t hits = 0;           // creates served from the pool
+  uint64_t misses = 0;         // creates of this image that booted fresh
+  uint64_t fill_failures = 0;  // failed background boots
+};
+
+// Called after every successful create (sandbox::create and run) with the
+// image, whether a pooled sandbox was claimed, and the time it took. The
+// observer runs on the creating thread and must be cheap; null clears it.
+using CreateObserver = std::function<void(const std::string& image, bool pooled, double seconds)>;
+
+}  // namespace skiff
