@@ -25,6 +25,8 @@
 #include "agent/vm_init.h"
 #include "base/log.h"
 #include "protocol/frame.h"
+#include "protocol/hello.h"
+#include "protocol/messages.h"
 #include "protocol/ops.h"
 
 #ifndef SKIFF_VERSION
@@ -105,6 +107,7 @@ class Loop final : private ExecSink {
   // Input.
   void OnFrame(proto::Frame f);
   void OnResume(const json& r);
+  void SendHello(bool restored);
   void OnOpen(uint32_t id, const std::string& payload);
   void StartExec(uint32_t id, const json& req);
   void StartWrite(uint32_t id, const json& req);
@@ -133,10 +136,7 @@ class Loop final : private ExecSink {
 };
 
 void Loop::SendError(uint32_t stream, const Error& e) {
-  json j{{"code", std::string(CodeName(e.code()))}, {"message", e.message()}};
-  if (!e.fix().is_null()) j["fix"] = e.fix();
-  if (e.details()) j["details"] = *e.details();
-  SendJson(stream, Type::kError, j);
+  SendJson(stream, Type::kError, proto::AgentError::FromError(e).ToJson());
 }
 
 void Loop::SendResult(uint32_t stream, const json& j) {
@@ -152,7 +152,7 @@ void Loop::SendResult(uint32_t stream, const json& j) {
   s->kind = Kind::kDrain;
   s->pending[proto::kStdout] = std::move(text);
   s->pending_end[proto::kStdout] = true;
-  s->final = json{{"result_in_data", true}};
+  s->final = json{{"result_in_data", true}};  // see protocol/messages.h
   streams_[stream] = std::move(s);
 }
 
@@ -186,32 +186,33 @@ void Loop::OnResume(const json& r) {
     SKIFF_LOG(Warn) << "resume ignored: " << (opt_.vm ? "after the host's HELLO" : "not a VM guest");
     return;
   }
-  std::string seed;
-  const json* hex = r.is_object() && r.contains("seed") ? &r["seed"] : nullptr;
-  bool ok = hex && hex->is_string() && hex->get_ref<const std::string&>().size() % 2 == 0 &&
-            r.contains("realtime_ns") && r["realtime_ns"].is_number_integer() &&
-            (!r.contains("hostname") || r["hostname"].is_string());
-  if (ok) {
-    const std::string& h = hex->get_ref<const std::string&>();
-    auto nib = [](char c) {
-      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    };
-    for (size_t i = 0; ok && i < h.size(); i += 2) {
-      int hi = nib(h[i]), lo = nib(h[i + 1]);
-      ok = hi >= 0 && lo >= 0;
-      seed += static_cast<char>(hi * 16 + lo);
-    }
+  auto resume = proto::Resume::FromJson(r);
+  Status st = OkStatus();
+  if (!resume.ok()) {
+    st = resume.error();
+  } else {
+    // Resume::FromJson checked the seed is lower-case hex of even length.
+    std::string& h = resume->seed_hex;
+    auto nib = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    std::string seed;
+    for (size_t i = 0; i + 1 < h.size(); i += 2) seed += static_cast<char>(nib(h[i]) * 16 + nib(h[i + 1]));
+    st = VmResume(seed, resume->realtime_ns, resume->hostname.value_or(std::string()));
+    explicit_bzero(seed.data(), seed.size());
+    explicit_bzero(h.data(), h.size());
   }
-  Status st = ok ? VmResume(seed, r["realtime_ns"].get<int64_t>(), r.value("hostname", std::string()))
-                 : Status(InvalidRequest("malformed resume request"));
-  explicit_bzero(seed.data(), seed.size());
   if (!st.ok()) VmPowerOff("skiff-agent: resume: " + st.error().message());
   restored_ = true;
   ready_ms_ = BootMs();
-  json ops = json::array();
-  for (const auto& o : SupportedOps()) ops.push_back(o);
-  SendJson(0, Type::kHello,
-           json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"ops", ops}, {"restored", true}});
+  SendHello(true);
+}
+
+void Loop::SendHello(bool restored) {
+  proto::AgentHello h;
+  h.proto = proto::kVersion;
+  h.agent = AgentName();
+  h.ops = SupportedOps();
+  h.restored = restored;
+  out_ += proto::EncodeAgentHello(h);
 }
 
 void Loop::OnFrame(proto::Frame f) {
@@ -222,7 +223,8 @@ void Loop::OnFrame(proto::Frame f) {
         OnResume(h["resume"]);
         return;
       }
-      if (!h.is_object() || !h.contains("proto") || h["proto"] != proto::kVersion) {
+      auto host = proto::HostHello::FromJson(h);
+      if (!host.ok() || host->proto != proto::kVersion) {
         SKIFF_LOG(Warn) << "host HELLO is not protocol " << proto::kVersion;
       }
       hello_ = true;
@@ -272,7 +274,7 @@ void Loop::OnFrame(proto::Frame f) {
         uint64_t n = s.write->written();
         s.write.reset();
         if (st.ok()) {
-          SendResult(s.id, json{{"bytes_written", n}});
+          SendResult(s.id, proto::FsWriteResult{static_cast<int64_t>(n)}.ToJson());
         } else {
           SendError(s.id, st.error());
         }
@@ -317,13 +319,23 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kFsWrite) return StartWrite(id, req);
     if (op == o::kFsRead) return StartRead(id, req);
     if (op == o::kInfo) {
+      auto info = proto::InfoRequest::FromJson(req);
+      if (!info.ok()) return SendError(id, info.error());
       utsname u{};
       ::uname(&u);
-      r = json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"kernel", u.release},
-               {"ready_ms", ready_ms_},    {"pid", ::getpid()},    {"restored", restored_}};
+      proto::InfoResult ir;
+      ir.proto = proto::kVersion;
+      ir.agent = AgentName();
+      ir.kernel = u.release;
+      ir.ready_ms = ready_ms_;
+      ir.pid = ::getpid();
+      ir.restored = restored_;
+      r = ir.ToJson();
     } else if (op == o::kShutdown) {
+      auto sd = proto::ShutdownRequest::FromJson(req);
+      if (!sd.ok()) return SendError(id, sd.error());
       shutdown_ = true;
-      r = json::object();
+      r = proto::EmptyResult{}.ToJson();
     } else if (FsOpFn fs_op = FindFsOp(op)) {
       r = fs_op(req);
     } else {
@@ -360,19 +372,9 @@ void Loop::StartExec(uint32_t id, const json& req) {
 }
 
 void Loop::StartWrite(uint32_t id, const json& req) {
-  auto path = ReqPath(req, "path");
-  if (!path.ok()) return SendError(id, path.error());
-  uint32_t mode = 0644;
-  if (req.contains("mode") && !req["mode"].is_null()) {
-    const auto& m = req["mode"];
-    bool okm = (m.is_number_integer() || m.is_number_unsigned()) && m.get<int64_t>() >= 0 &&
-               m.get<int64_t>() <= 07777;
-    if (!okm) return SendError(id, Error(Code::kS210, "invalid octal mode: " + m.dump()));
-    mode = static_cast<uint32_t>(m.get<int64_t>());
-  }
-  auto parents = ReqBool(req, "parents", false);
-  if (!parents.ok()) return SendError(id, parents.error());
-  auto w = AtomicWrite::Begin(*path, mode, *parents);
+  auto r = proto::FsWriteRequest::FromJson(req);
+  if (!r.ok()) return SendError(id, r.error());
+  auto w = AtomicWrite::Begin(r->path, r->mode, r->parents);
   if (!w.ok()) return SendError(id, w.error());
   auto s = std::make_unique<StreamState>();
   s->id = id;
@@ -382,15 +384,15 @@ void Loop::StartWrite(uint32_t id, const json& req) {
 }
 
 void Loop::StartRead(uint32_t id, const json& req) {
-  auto path = ReqPath(req, "path");
-  if (!path.ok()) return SendError(id, path.error());
-  auto h = OpenForRead(*path);
+  auto r = proto::FsReadRequest::FromJson(req);
+  if (!r.ok()) return SendError(id, r.error());
+  auto h = OpenForRead(r->path);
   if (!h.ok()) return SendError(id, h.error());
   auto s = std::make_unique<StreamState>();
   s->id = id;
   s->kind = Kind::kRead;
   s->rfd = std::move(h->fd);
-  SendJson(id, Type::kMeta, h->meta);
+  SendJson(id, Type::kMeta, h->meta.ToJson());
   streams_[id] = std::move(s);
 }
 
@@ -410,7 +412,7 @@ void Loop::PumpRead(StreamState& s) {
     }
     if (n == 0) {
       Send(s.id, Type::kEnd, proto::kStdout, {});
-      SendJson(s.id, Type::kResult, json::object());
+      SendJson(s.id, Type::kResult, proto::EmptyResult{}.ToJson());
       s.kind = Kind::kDrain;
       s.final = nullptr;
       return;
@@ -477,9 +479,7 @@ int Loop::Run() {
   }
   if (int fl = ::fcntl(ch_.get(), F_GETFL); fl >= 0) (void)::fcntl(ch_.get(), F_SETFL, fl | O_NONBLOCK);
   ready_ms_ = VmReadyMillis() >= 0 ? VmReadyMillis() : BootMs();
-  json ops = json::array();
-  for (const auto& o : SupportedOps()) ops.push_back(o);
-  SendJson(0, Type::kHello, json{{"proto", proto::kVersion}, {"agent", AgentName()}, {"ops", ops}});
+  SendHello(false);
   Reap();  // anything that died before the loop started
 
   std::vector<pollfd> pfds;

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "agent/fs_request.h"
 #include "agent/text_util.h"
 #include "base/log.h"
+#include "protocol/exec_messages.h"
 
 namespace skiff::agent {
 namespace {
@@ -24,64 +24,45 @@ void SetNonBlock(int fd) {
   if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-// The request's fields, validated in the order the errors are reported.
-struct ExecRequest {
+// The request, checked by its protocol type, with the agent's own meaning
+// given to it.
+struct ExecPlan {
   SpawnRequest spawn;
   uint64_t limit = kDefaultOutputLimit;
   int64_t timeout_ms = -1;  // none
   bool want_stdin = false;
 };
 
-Result<ExecRequest> ParseExecRequest(const json& req) {
-  ExecRequest er;
-  SpawnRequest& sr = er.spawn;
-  if (!req.contains("argv") || !req["argv"].is_array() || req["argv"].empty())
-    return InvalidRequest("argv: expected a non-empty array of strings");
-  for (const auto& a : req["argv"]) {
-    if (!a.is_string()) return InvalidRequest("argv: expected strings");
-    std::string v = a.get<std::string>();
-    if (v.find('\0') != std::string::npos) return InvalidRequest("argv: NUL byte");
-    sr.argv.push_back(std::move(v));
+Result<ExecPlan> PlanExec(const json& req) {
+  SKIFF_ASSIGN_OR_RETURN(proto::ExecRequest r, proto::ExecRequest::FromJson(req));
+  ExecPlan plan;
+  SpawnRequest& sr = plan.spawn;
+  sr.argv = std::move(r.argv);
+  for (auto& v : r.env) {
+    size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) continue;  // ignored, as the spec says
+    sr.env.push_back(std::move(v));
   }
-  if (sr.argv[0].empty()) return InvalidRequest("no program given");
-  if (req.contains("env") && !req["env"].is_null()) {
-    if (!req["env"].is_array()) return InvalidRequest("env: expected an array of \"K=V\"");
-    for (const auto& e : req["env"]) {
-      if (!e.is_string()) return InvalidRequest("env: expected strings");
-      std::string v = e.get<std::string>();
-      if (v.find('\0') != std::string::npos) return InvalidRequest("env: NUL byte");
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) continue;  // ignored, as the spec says
-      sr.env.push_back(std::move(v));
-    }
-  }
-  if (req.contains("cwd") && !req["cwd"].is_null()) {
-    if (!req["cwd"].is_string()) return InvalidRequest("cwd: expected a string");
-    sr.cwd = req["cwd"].get<std::string>();
-    if (sr.cwd.empty()) sr.cwd = "/";
-    if (sr.cwd.find('\0') != std::string::npos) return InvalidRequest("cwd: NUL byte");
-  }
-  if (req.contains("user") && !req["user"].is_null()) {
-    if (!req["user"].is_string()) return InvalidRequest("user: expected a string");
+  if (r.cwd) sr.cwd = r.cwd->empty() ? std::string("/") : std::move(*r.cwd);
+  if (r.user) {
     // Resolved inside the sandbox, against the image's own passwd/group.
-    auto creds = ResolveUser(req["user"].get<std::string>());
+    auto creds = ResolveUser(*r.user);
     if (!creds.ok()) return creds.error();
     sr.creds = std::move(creds).value();
   }
-  auto timeout = ReqInt(req, "timeout_ms", -1);
-  auto limit = ReqInt(req, "output_limit", static_cast<int64_t>(kDefaultOutputLimit));
-  auto want_stdin = ReqBool(req, "stdin", false);
-  if (!timeout.ok()) return timeout.error();
-  if (!limit.ok()) return limit.error();
-  if (!want_stdin.ok()) return want_stdin.error();
-  if (*limit < 0) return InvalidRequest("output_limit: expected an integer >= 0");
-  er.limit = static_cast<uint64_t>(*limit);
-  if (req.contains("timeout_ms") && !req["timeout_ms"].is_null()) {
-    if (*timeout < 0) return InvalidRequest("timeout_ms: expected an integer >= 0");
-    er.timeout_ms = std::min<int64_t>(*timeout, int64_t{1} << 40);
-  }
-  er.want_stdin = *want_stdin;
-  return er;
+  plan.limit = static_cast<uint64_t>(r.output_limit);
+  if (r.timeout_ms) plan.timeout_ms = std::min<int64_t>(*r.timeout_ms, int64_t{1} << 40);
+  plan.want_stdin = r.has_stdin;
+  return plan;
+}
+
+// The RESULT of an exec that ended, or could not start.
+proto::ExecResult ResultOf(int exit_code, int signal, int64_t duration_ms) {
+  proto::ExecResult r;
+  r.exit_code = exit_code;
+  r.signal = signal;
+  r.duration_ms = duration_ms;
+  return r;
 }
 
 }  // namespace
@@ -94,19 +75,13 @@ int64_t NowMs() {
 
 Result<ExecStart> ExecEngine::Start(uint32_t id, const json& req, uint64_t* credit) {
   int64_t start_ms = NowMs();
-  SKIFF_ASSIGN_OR_RETURN(ExecRequest er, ParseExecRequest(req));
+  SKIFF_ASSIGN_OR_RETURN(ExecPlan er, PlanExec(req));
   auto outcome = Spawn(er.spawn, policy_);
   if (!outcome.ok()) return outcome.error();
   ExecStart r;
   if (!outcome->started) {
     r.stderr_text = outcome->failure.stderr_text;
-    r.result = json{{"exit_code", outcome->failure.exit_code},
-                    {"signal", 0},
-                    {"stdout_truncated", false},
-                    {"stderr_truncated", false},
-                    {"timed_out", false},
-                    {"cancelled", false},
-                    {"duration_ms", NowMs() - start_ms}};
+    r.result = ResultOf(outcome->failure.exit_code, 0, NowMs() - start_ms).ToJson();
     return r;
   }
   auto e = std::make_unique<Exec>();
@@ -125,7 +100,7 @@ Result<ExecStart> ExecEngine::Start(uint32_t id, const json& req, uint64_t* cred
   SetNonBlock(e->out[proto::kStderr].get());
   if (!er.want_stdin) e->stdin_end = true;
   pids_[p.pid] = id;
-  sink_.SendJson(id, Type::kMeta, json{{"pid", p.pid}});
+  sink_.SendJson(id, Type::kMeta, proto::ExecStarted{p.pid}.ToJson());
   r.exec = std::move(e);
   return r;
 }
@@ -190,14 +165,12 @@ void ExecEngine::Finish(Exec& e) {
     sig = WTERMSIG(e.wstatus);
     code = 128 + sig;
   }
-  sink_.SendJson(e.id, Type::kResult,
-                 json{{"exit_code", code},
-                      {"signal", sig},
-                      {"stdout_truncated", e.truncated[proto::kStdout]},
-                      {"stderr_truncated", e.truncated[proto::kStderr]},
-                      {"timed_out", e.timed_out},
-                      {"cancelled", e.cancelled},
-                      {"duration_ms", NowMs() - e.start_ms}});
+  proto::ExecResult r = ResultOf(code, sig, NowMs() - e.start_ms);
+  r.stdout_truncated = e.truncated[proto::kStdout];
+  r.stderr_truncated = e.truncated[proto::kStderr];
+  r.timed_out = e.timed_out;
+  r.cancelled = e.cancelled;
+  sink_.SendJson(e.id, Type::kResult, r.ToJson());
 }
 
 ExecPollSlots ExecEngine::AddPollFds(const Exec& e, std::vector<pollfd>& pfds, int& timeout,

@@ -22,12 +22,13 @@
 #include "base/error.h"
 #include "base/unique_fd.h"
 #include "confine/confine.h"
+#include "protocol/exec_messages.h"
 #include "protocol/frame.h"
 
 namespace skiff::agent {
 
 // Output cap per channel when the request names none.
-inline constexpr uint64_t kDefaultOutputLimit = 1u << 20;
+inline constexpr uint64_t kDefaultOutputLimit = proto::kDefaultOutputLimit;
 
 // Milliseconds of CLOCK_MONOTONIC (exec durations and deadlines).
 int64_t NowMs();

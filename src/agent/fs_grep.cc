@@ -82,23 +82,17 @@ bool ScanLines(int fd, F&& on_line) {
 }  // namespace
 
 Result<json> FsGrep(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
-  if (!req.contains("pattern") || !req["pattern"].is_string())
-    return InvalidRequest("pattern: expected a string");
-  std::string pattern = req["pattern"].get<std::string>();
-  SKIFF_ASSIGN_OR_RETURN(bool recursive, ReqBool(req, "recursive", true));
-  SKIFF_ASSIGN_OR_RETURN(bool ignore_case, ReqBool(req, "ignore_case", false));
-  SKIFF_ASSIGN_OR_RETURN(auto include, ReqStrings(req, "include_glob"));
-  SKIFF_ASSIGN_OR_RETURN(auto exclude, ReqStrings(req, "exclude_glob"));
-  SKIFF_ASSIGN_OR_RETURN(int64_t max_matches, ReqInt(req, "max_matches", 10000));
-  SKIFF_ASSIGN_OR_RETURN(int64_t max_line, ReqInt(req, "max_line_bytes", 4096));
-  if (max_matches < 0) return InvalidRequest("max_matches: expected an integer >= 0");
-  if (max_line < 0) return InvalidRequest("max_line_bytes: expected an integer >= 0");
-  auto re = CompilePattern(pattern, ignore_case, false);
+  SKIFF_ASSIGN_OR_RETURN(proto::FsGrepRequest r, proto::FsGrepRequest::FromJson(req));
+  const std::string& path = r.path;
+  const auto& include = r.include_glob;
+  const auto& exclude = r.exclude_glob;
+  const int64_t max_matches = r.max_matches;
+  const int64_t max_line = r.max_line_bytes;
+  auto re = CompilePattern(r.pattern, r.ignore_case, false);
   if (!re->ok()) return Error(Code::kS217, "invalid regex pattern: " + re->error());
 
-  json matches = json::array();
-  bool truncated = false;
+  proto::FsGrepResult out;
+  std::vector<proto::FsGrepMatch>& matches = out.matches;
   size_t answer_bytes = 0;
   auto scan = [&](int fd, const std::string& shown) {
     return ScanLines(fd, [&](std::string_view line, uint64_t no, uint64_t off) {
@@ -107,22 +101,20 @@ Result<json> FsGrep(const json& req) {
       if (!re->Match(line, 0, line.size(), RE2::UNANCHORED, &m, 1)) return true;
       if ((max_matches > 0 && static_cast<int64_t>(matches.size()) >= max_matches) ||
           answer_bytes > kGrepMaxAnswer) {
-        truncated = true;
+        out.truncated = true;
         return false;
       }
       std::string content = CutUtf8(line, static_cast<size_t>(max_line));
       answer_bytes += content.size() + shown.size() + 64;
-      matches.push_back(json{{"path", shown},
-                             {"line", no},
-                             {"content", std::move(content)},
-                             {"byte_offset", off + static_cast<uint64_t>(m.data() - line.data())}});
+      matches.push_back(
+          proto::FsGrepMatch{shown, static_cast<int64_t>(no), std::move(content),
+                             static_cast<int64_t>(off + static_cast<uint64_t>(m.data() - line.data()))});
       return true;
     });
   };
-  SKIFF_ASSIGN_OR_RETURN(WalkRoot root, OpenWalkRoot(path, recursive));
+  SKIFF_ASSIGN_OR_RETURN(WalkRoot root, OpenWalkRoot(path, r.recursive));
   if (!root.is_dir) {
-    if (!GlobSelected(include, exclude, LeafOf(path)))
-      return json{{"matches", matches}, {"truncated", false}};
+    if (!GlobSelected(include, exclude, LeafOf(path))) return out.ToJson();
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) return FsError(errno, path);
     struct stat st {};
@@ -135,7 +127,7 @@ Result<json> FsGrep(const json& req) {
       return scan(fd.get(), JoinPath(path, rel));
     });
   }
-  return json{{"matches", std::move(matches)}, {"truncated", truncated}};
+  return out.ToJson();
 }
 
 }  // namespace skiff::agent

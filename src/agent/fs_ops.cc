@@ -21,70 +21,72 @@ using nlohmann::json;
 // ------------------------------------------------------------------ ls/stat
 
 Result<json> FsLs(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
+  SKIFF_ASSIGN_OR_RETURN(proto::FsLsRequest r, proto::FsLsRequest::FromJson(req));
+  const std::string& path = r.path;
   UniqueFd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK));
   if (!d) {
     int e = errno;
     if (e == ENOTDIR) return Error(Code::kS212, "not a directory or wrong type: not a directory: " + path);
     return FsError(e, path);
   }
-  json entries = json::array();
+  proto::FsLsResult out;
   for (const auto& name : ListNames(d.get())) {
     struct stat st {};
     if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // vanished
-    entries.push_back(FsEntryJson(name, st));
+    out.entries.push_back(FsEntryOf(name, st));
   }
-  return json{{"entries", std::move(entries)}};
+  return out.ToJson();
 }
 
 Result<json> FsStat(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
+  SKIFF_ASSIGN_OR_RETURN(proto::FsStatRequest r, proto::FsStatRequest::FromJson(req));
   struct stat st {};
-  if (::lstat(path.c_str(), &st) < 0) return FsError(errno, path);
-  return FsEntryJson(EntryName(path), st);
+  if (::lstat(r.path.c_str(), &st) < 0) return FsError(errno, r.path);
+  return FsEntryOf(EntryName(r.path), st).ToJson();
 }
 
 // ------------------------------------------------------------------ mkdir
 
 Result<json> FsMkdir(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
-  SKIFF_ASSIGN_OR_RETURN(uint32_t mode, ReqMode(req, "mode", 0755));
-  SKIFF_ASSIGN_OR_RETURN(bool parents, ReqBool(req, "parents", false));
+  SKIFF_ASSIGN_OR_RETURN(proto::FsMkdirRequest r, proto::FsMkdirRequest::FromJson(req));
+  const std::string& path = r.path;
+  const uint32_t mode = r.mode;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 || (errno != ENOENT && ::lstat(path.c_str(), &st) == 0)) {
-    if (parents) return json{{"created", false}};
+    if (r.parents) return proto::FsMkdirResult{false}.ToJson();
     return FsError(EEXIST, path);
   }
   if (errno == ENOTDIR) return FsError(ENOTDIR, path);
-  if (parents) {
+  if (r.parents) {
     SKIFF_ASSIGN_OR_RETURN(bool created, MkdirAll(path, mode));
-    return json{{"created", created}};
+    return proto::FsMkdirResult{created}.ToJson();
   }
   SKIFF_RETURN_IF_ERROR(CheckParent(path));
   if (::mkdir(path.c_str(), mode) < 0) return FsError(errno, path);
   UniqueFd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!d) return FsError(errno, path);
   if (::fchmod(d.get(), mode) < 0) return FsError(errno, path);
-  return json{{"created", true}};
+  return proto::FsMkdirResult{true}.ToJson();
 }
 
 // ------------------------------------------------------------------ rm
 
 Result<json> FsRm(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
-  SKIFF_ASSIGN_OR_RETURN(bool recursive, ReqBool(req, "recursive", false));
+  SKIFF_ASSIGN_OR_RETURN(proto::FsRmRequest r, proto::FsRmRequest::FromJson(req));
+  const std::string& path = r.path;
+  const json removed = proto::FsRmResult{}.ToJson();
   struct stat st {};
   if (::lstat(path.c_str(), &st) < 0) return FsError(errno, path);
   if (!S_ISDIR(st.st_mode)) {
     if (::unlink(path.c_str()) < 0) return FsError(errno, path);
-    return json{{"removed", true}};
+    return removed;
   }
-  if (!recursive) {
+  if (!r.recursive) {
     if (::rmdir(path.c_str()) < 0) {
       int e = errno == EEXIST ? ENOTEMPTY : errno;
       return FsError(e, path);
     }
-    return json{{"removed", true}};
+    return removed;
   }
   std::string leaf = LeafOf(path);
   if (leaf.empty() || leaf == "." || leaf == "..") {
@@ -93,20 +95,22 @@ Result<json> FsRm(const json& req) {
     if (!d) return FsError(errno, path);
     if (int e = RemoveChildren(d.get(), 0)) return FsError(e, path);
     if (::rmdir(path.c_str()) < 0 && errno != EBUSY && errno != EINVAL) return FsError(errno, path);
-    return json{{"removed", true}};
+    return removed;
   }
   UniqueFd parent(::open(ParentOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!parent) return FsError(errno, path);
   if (int e = RemoveTreeAt(parent.get(), leaf.c_str())) return FsError(e, path);
-  return json{{"removed", true}};
+  return removed;
 }
 
 // ------------------------------------------------------------------ mv
 
 Result<json> FsMv(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string src, ReqPath(req, "src"));
-  SKIFF_ASSIGN_OR_RETURN(std::string dst, ReqPath(req, "dst"));
-  SKIFF_ASSIGN_OR_RETURN(bool overwrite, ReqBool(req, "overwrite", false));
+  SKIFF_ASSIGN_OR_RETURN(proto::FsMvRequest r, proto::FsMvRequest::FromJson(req));
+  const std::string& src = r.src;
+  const std::string& dst = r.dst;
+  const bool overwrite = r.overwrite;
+  const json moved = proto::FsMvResult{}.ToJson();
   struct stat sst {};
   if (::lstat(src.c_str(), &sst) < 0) {
     if (errno == ENOENT) return Error(Code::kS211, "file not found: src " + src);
@@ -126,7 +130,7 @@ Result<json> FsMv(const json& req) {
     return FsError(e, src + " -> " + dst);
   };
   unsigned flags = overwrite ? 0 : RENAME_NOREPLACE;
-  if (::renameat2(AT_FDCWD, src.c_str(), AT_FDCWD, dst.c_str(), flags) == 0) return json{{"moved", true}};
+  if (::renameat2(AT_FDCWD, src.c_str(), AT_FDCWD, dst.c_str(), flags) == 0) return moved;
   int e = errno;
   if (e != EXDEV) return map_err(e);
 
@@ -154,21 +158,17 @@ Result<json> FsMv(const json& req) {
     return map_err(re);
   }
   if (int rm = RemoveTreeAt(sdir.get(), sleaf.c_str())) return FsError(rm, "src " + src);
-  return json{{"moved", true}};
+  return moved;
 }
 
 // ------------------------------------------------------------------ chmod
 
 Result<json> FsChmod(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
-  SKIFF_ASSIGN_OR_RETURN(uint32_t mode, ReqMode(req, "mode", std::nullopt));
-  SKIFF_ASSIGN_OR_RETURN(int64_t uid, ReqInt(req, "uid", -1));
-  SKIFF_ASSIGN_OR_RETURN(int64_t gid, ReqInt(req, "gid", -1));
-  SKIFF_ASSIGN_OR_RETURN(bool recursive, ReqBool(req, "recursive", false));
-  if (req.contains("uid") && !req["uid"].is_null() && (uid < 0 || uid > 0xFFFFFFFE))
-    return InvalidRequest("uid: expected an integer >= 0");
-  if (req.contains("gid") && !req["gid"].is_null() && (gid < 0 || gid > 0xFFFFFFFE))
-    return InvalidRequest("gid: expected an integer >= 0");
+  SKIFF_ASSIGN_OR_RETURN(proto::FsChmodRequest r, proto::FsChmodRequest::FromJson(req));
+  const std::string& path = r.path;
+  const uint32_t mode = r.mode;
+  const int64_t uid = r.uid ? int64_t{*r.uid} : -1;  // -1: unchanged
+  const int64_t gid = r.gid ? int64_t{*r.gid} : -1;
   // The root is followed when it is a link.
   UniqueFd root(::open(path.c_str(), O_PATH | O_CLOEXEC));
   if (!root) return FsError(errno, path);
@@ -176,12 +176,12 @@ Result<json> FsChmod(const json& req) {
   if (::fstat(root.get(), &st) < 0) return FsError(errno, path);
   if (int e = ChangeFd(root.get(), mode, uid, gid)) return FsError(e, path);
   int64_t count = 1;
-  if (recursive && S_ISDIR(st.st_mode)) {
+  if (r.recursive && S_ISDIR(st.st_mode)) {
     UniqueFd d(::openat(root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!d) return FsError(errno, path);
     if (int e = ChmodChildren(d.get(), mode, uid, gid, 0, count)) return FsError(e, path);
   }
-  return json{{"updated", count}};
+  return proto::FsChmodResult{count}.ToJson();
 }
 
 // ------------------------------------------------------------------ read
@@ -202,9 +202,8 @@ Result<ReadHandle> OpenForRead(const std::string& path) {
     return Error(Code::kS212, "not a directory or wrong type: not a regular file: " + path);
   int fl = ::fcntl(h.fd.get(), F_GETFL);
   if (fl >= 0) (void)::fcntl(h.fd.get(), F_SETFL, fl & ~O_NONBLOCK);
-  h.meta = json{{"size", static_cast<int64_t>(st.st_size)},
-                {"mode", ModeString(st.st_mode)},
-                {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)}};
+  h.meta = proto::FsReadMeta{static_cast<int64_t>(st.st_size), ModeString(st.st_mode),
+                             static_cast<int64_t>(st.st_mtim.tv_sec)};
   return h;
 }
 

@@ -14,6 +14,7 @@
 #include "agent/fs_request.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "protocol/fs_messages.h"
 
 namespace skiff::agent {
 
@@ -35,7 +36,7 @@ FsOpFn FindFsOp(std::string_view op);
 // "is a directory", anything but a regular file S212 "not a regular file".
 struct ReadHandle {
   UniqueFd fd;
-  nlohmann::json meta;  // {size, mode, mtime}
+  proto::FsReadMeta meta;
 };
 Result<ReadHandle> OpenForRead(const std::string& path);
 

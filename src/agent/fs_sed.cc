@@ -91,12 +91,10 @@ int64_t ReplaceLine(const RE2& re, std::string_view line, std::string_view repl,
   return count;
 }
 
-// Edits one file; the per-file result object.
-json SedFile(const std::string& shown, const std::string& open_path, const RE2& re, std::string_view repl,
-             bool literal, bool first_only, int64_t& total) {
-  auto fail = [&](const Error& e) {
-    return json{{"path", shown}, {"replacements", 0}, {"success", false}, {"error", e.message()}};
-  };
+// Edits one file; the per-file result.
+proto::FsSedFileResult SedFile(const std::string& shown, const std::string& open_path, const RE2& re,
+                               std::string_view repl, bool literal, bool first_only, int64_t& total) {
+  auto fail = [&](const Error& e) { return proto::FsSedFileResult{shown, 0, false, e.message()}; };
   UniqueFd fd(::open(open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd) return fail(FsError(errno, shown));
   struct stat st {};
@@ -121,7 +119,7 @@ json SedFile(const std::string& shown, const std::string& open_path, const RE2& 
     }
     out.append(l.terminator);
   }
-  if (count == 0) return json{{"path", shown}, {"replacements", 0}, {"success", true}};
+  if (count == 0) return proto::FsSedFileResult{shown, 0, true, std::nullopt};
   // A link is resolved: its target is rewritten, the link stays.
   std::string target = open_path;
   if (char* real = ::realpath(open_path.c_str(), nullptr)) {
@@ -133,48 +131,36 @@ json SedFile(const std::string& shown, const std::string& open_path, const RE2& 
   if (auto s = w->Append(out); !s.ok()) return fail(s.error());
   if (auto s = w->Commit(); !s.ok()) return fail(s.error());
   total += count;
-  return json{{"path", shown}, {"replacements", count}, {"success", true}};
+  return proto::FsSedFileResult{shown, count, true, std::nullopt};
 }
 
 }  // namespace
 
 Result<json> FsSed(const json& req) {
-  SKIFF_ASSIGN_OR_RETURN(auto files, ReqStrings(req, "files"));
-  bool has_path = req.contains("path") && !req["path"].is_null();
-  if (!files.empty() && has_path) return Error(Code::kS210, "sed: give files or path, not both");
-  if (files.empty() && !has_path) return Error(Code::kS210, "sed: one of files or path is required");
-  if (!req.contains("pattern") || !req["pattern"].is_string())
-    return InvalidRequest("pattern: expected a string");
-  if (!req.contains("replacement") || !req["replacement"].is_string())
-    return InvalidRequest("replacement: expected a string");
-  std::string pattern = req["pattern"].get<std::string>();
-  std::string repl = req["replacement"].get<std::string>();
-  if (pattern.empty()) return Error(Code::kS210, "sed: pattern must not be empty");
-  SKIFF_ASSIGN_OR_RETURN(bool regex, ReqBool(req, "regex", true));
-  SKIFF_ASSIGN_OR_RETURN(bool first_only, ReqBool(req, "first_only", false));
-  SKIFF_ASSIGN_OR_RETURN(bool ignore_case, ReqBool(req, "ignore_case", false));
-  SKIFF_ASSIGN_OR_RETURN(bool recursive, ReqBool(req, "recursive", true));
-  SKIFF_ASSIGN_OR_RETURN(auto include, ReqStrings(req, "include_glob"));
-  SKIFF_ASSIGN_OR_RETURN(auto exclude, ReqStrings(req, "exclude_glob"));
-  auto re = CompilePattern(pattern, ignore_case, !regex);
+  SKIFF_ASSIGN_OR_RETURN(proto::FsSedRequest r, proto::FsSedRequest::FromJson(req));
+  const std::string& repl = r.replacement;
+  const bool regex = r.regex;
+  const bool first_only = r.first_only;
+  const auto& include = r.include_glob;
+  const auto& exclude = r.exclude_glob;
+  auto re = CompilePattern(r.pattern, r.ignore_case, !regex);
   if (!re->ok()) return Error(Code::kS217, "invalid regex pattern: " + re->error());
 
-  json results = json::array();
+  proto::FsSedResult out;
+  std::vector<proto::FsSedFileResult>& results = out.results;
   int64_t total = 0;
-  if (!files.empty()) {
-    for (const auto& f : files) {
+  if (!r.path) {
+    for (const auto& f : r.files) {
       if (f.empty() || f.find('\0') != std::string::npos) {
-        results.push_back(json{{"path", f},
-                               {"replacements", 0},
-                               {"success", false},
-                               {"error", "invalid request: files: empty path or NUL byte"}});
+        results.push_back(proto::FsSedFileResult{
+            f, 0, false, std::string("invalid request: files: empty path or NUL byte")});
         continue;
       }
       results.push_back(SedFile(f, f, *re, repl, !regex, first_only, total));
     }
   } else {
-    SKIFF_ASSIGN_OR_RETURN(std::string path, ReqPath(req, "path"));
-    SKIFF_ASSIGN_OR_RETURN(WalkRoot root, OpenWalkRoot(path, recursive));
+    const std::string& path = *r.path;
+    SKIFF_ASSIGN_OR_RETURN(WalkRoot root, OpenWalkRoot(path, r.recursive));
     if (!root.is_dir) {
       if (GlobSelected(include, exclude, LeafOf(path)))
         results.push_back(SedFile(path, path, *re, repl, !regex, first_only, total));
@@ -191,7 +177,8 @@ Result<json> FsSed(const json& req) {
       }
     }
   }
-  return json{{"results", std::move(results)}, {"total_replacements", total}};
+  out.total_replacements = total;
+  return out.ToJson();
 }
 
 }  // namespace skiff::agent

@@ -10,13 +10,15 @@ std::string ModeString(uint32_t mode) {
   return b;
 }
 
-nlohmann::json FsEntryJson(std::string_view name, const struct stat& st) {
-  return nlohmann::json{{"name", std::string(name)},
-                        {"is_dir", S_ISDIR(st.st_mode)},
-                        {"size", static_cast<int64_t>(st.st_size)},
-                        {"mode", ModeString(st.st_mode)},
-                        {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)},
-                        {"is_symlink", S_ISLNK(st.st_mode)}};
+proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st) {
+  proto::FsEntry e;
+  e.name = std::string(name);
+  e.is_dir = S_ISDIR(st.st_mode);
+  e.size = static_cast<int64_t>(st.st_size);
+  e.mode = ModeString(st.st_mode);
+  e.mtime = static_cast<int64_t>(st.st_mtim.tv_sec);
+  e.is_symlink = S_ISLNK(st.st_mode);
+  return e;
 }
 
 static std::string_view StripTrailingSlashes(std::string_view p) {
@@ -234,14 +236,6 @@ std::string CutUtf8(std::string_view s, size_t max) {
   std::string out(s.substr(0, cut));
   out.append("\xE2\x80\xA6");
   return out;
-}
-
-std::optional<uint32_t> ModeFromJson(const nlohmann::json& v) {
-  if (v.is_number_unsigned() || v.is_number_integer()) {
-    int64_t m = v.get<int64_t>();
-    if (m >= 0 && m <= 07777) return static_cast<uint32_t>(m);
-  }
-  return std::nullopt;
 }
 
 }  // namespace skiff::agent

@@ -6,11 +6,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "protocol/fs_messages.h"
 
 namespace skiff::agent {
 
@@ -18,7 +19,7 @@ namespace skiff::agent {
 std::string ModeString(uint32_t mode);
 
 // An FsEntry (spec §1.5) from an lstat result.
-nlohmann::json FsEntryJson(std::string_view name, const struct stat& st);
+proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st);
 
 // Final path component; the path as given when it has none ("/").
 std::string EntryName(std::string_view path);
@@ -60,8 +61,5 @@ std::string CutUtf8(std::string_view s, size_t max);
 
 // Length of the UTF-8 sequence starting at s[i] (1 for an invalid byte).
 size_t Utf8CharLen(std::string_view s, size_t i);
-
-// Parses a mode sent on the wire (an integer 0..07777).
-std::optional<uint32_t> ModeFromJson(const nlohmann::json& v);
 
 }  // namespace skiff::agent

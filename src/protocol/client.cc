@@ -11,6 +11,7 @@
 #include "base/json_limits.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "protocol/hello.h"
 
 namespace skiff::proto {
 namespace {
@@ -59,6 +60,22 @@ bool IsFinal(Event::Kind k) {
 }
 
 }  // namespace
+
+std::string_view CloseReasonName(CloseReason r) {
+  switch (r) {
+    case CloseReason::kOpen:
+      return "open";
+    case CloseReason::kClosedByHost:
+      return "closed by host";
+    case CloseReason::kAgentHungUp:
+      return "agent hung up";
+    case CloseReason::kProtocolError:
+      return "protocol error";
+    case CloseReason::kIoError:
+      return "i/o error";
+  }
+  return "unknown";
+}
 
 // ---------------------------------------------------------------- Stream
 
@@ -166,18 +183,16 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
   if (hello->type != Type::kHello || hello->stream != 0)
     return Platform("boot", "agent's first frame was " + std::string(TypeName(hello->type)) + ", not HELLO");
   nlohmann::json h = ParseJsonBounded(hello->payload);
-  if (!h.is_object() || !h.contains("proto") || !h["proto"].is_number_unsigned())
-    return Platform("boot", "agent sent a malformed HELLO");
-  if (h["proto"].get<uint32_t>() != kVersion)
-    return Platform(
-        "boot", "agent speaks protocol " + h["proto"].dump() + ", host speaks " + std::to_string(kVersion));
+  SKIFF_ASSIGN_OR_RETURN(AgentHello agent, AgentHello::FromJson(h));
+  if (agent.proto != kVersion)
+    return Platform("boot", "agent speaks protocol " + std::to_string(agent.proto) + ", host speaks " +
+                                std::to_string(kVersion));
   if (dec.buffered() != 0) return Platform("boot", "agent sent frames before the handshake finished");
 
   std::shared_ptr<Client> c(new Client(std::move(fd)));
   c->hello_ = std::move(h);
   if (::pipe2(c->wake_, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
-  SKIFF_RETURN_IF_ERROR(
-      c->WriteRaw(EncodeFrame(0, Type::kHello, 0, nlohmann::json{{"proto", kVersion}}.dump())));
+  SKIFF_RETURN_IF_ERROR(c->WriteRaw(EncodeHostHello()));
   // Guarded: an exception in the reader (or the death callback it runs)
   // ends this connection, not the daemon.
   c->reader_ = std::thread([raw = c.get()] { RunGuarded("agent reader", [raw] { raw->ReaderLoop(); }); });
@@ -203,7 +218,7 @@ Client::~Client() {
 void Client::Close() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!dead_) Fail("closed by host");
+    if (!dead_) Fail(CloseReason::kClosedByHost, "closed by host");
   }
   // Tell the agent at once: on EOF it kills every process and exits, so a
   // stop does not have to wait out the SIGTERM grace of a PID 1.
@@ -221,19 +236,26 @@ std::string Client::failure() const {
   return failure_;
 }
 
+CloseReason Client::close_reason() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return close_reason_;
+}
+
 void Client::SetOnDeath(std::function<void(const std::string&)> cb) {
   std::lock_guard<std::mutex> lk(mu_);
   on_death_ = std::move(cb);
 }
 
-void Client::Fail(const std::string& why) {
+void Client::Fail(CloseReason reason, const std::string& why) {
   if (dead_) return;
   dead_ = true;
   failure_ = why;
+  close_reason_ = reason;
   for (auto& [id, s] : streams_) {
     Event e;
     e.kind = Event::Kind::kClosed;
     e.json = {{"message", why}};
+    e.close_reason = reason;
     s->Deliver(std::move(e));
   }
   cv_.notify_all();
@@ -310,26 +332,33 @@ void Client::ReaderLoop() {
   Decoder dec;
   constexpr size_t kReadSize = 512 * 1024;
   std::string why;
+  CloseReason reason = CloseReason::kIoError;
   for (;;) {
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
     int r = ::poll(p, 2, -1);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       why = "poll failed";
+      reason = CloseReason::kIoError;
       break;
     }
     if (p[1].revents) {
       why = "closed by host";
+      reason = CloseReason::kClosedByHost;
       break;
     }
     ssize_t n = ::read(fd_.get(), dec.Prepare(kReadSize), kReadSize);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
+      // A peer that closes with our bytes unread resets the connection: it
+      // hung up all the same.
+      reason = errno == ECONNRESET ? CloseReason::kAgentHungUp : CloseReason::kIoError;
       why = std::string("read: ") + std::string(ErrnoName(errno));
       break;
     }
     if (n == 0) {
       why = "agent closed the channel (the sandbox died or was stopped)";
+      reason = CloseReason::kAgentHungUp;
       break;
     }
     dec.Commit(static_cast<size_t>(n));
@@ -338,6 +367,7 @@ void Client::ReaderLoop() {
       auto next = dec.Next();
       if (!next.ok()) {
         why = next.error().message();
+        reason = CloseReason::kProtocolError;
         fatal = true;
         break;
       }
@@ -403,7 +433,7 @@ void Client::ReaderLoop() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     bool was_dead = dead_;
-    Fail(why);
+    Fail(reason, why);
     if (!was_dead) cb = on_death_;
   }
   if (cb) cb(why);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "base/error.h"
@@ -27,12 +29,31 @@ namespace skiff::proto {
 
 class Client;
 
+// Why a connection ended (Client::close_reason()).
+enum class CloseReason {
+  kOpen,           // still alive
+  kClosedByHost,   // Close(): a stop or teardown on this side
+  kAgentHungUp,    // EOF or reset: the agent exited (the sandbox died or was stopped)
+  kProtocolError,  // the agent sent a corrupt frame
+  kIoError,        // reading or polling the channel failed
+};
+// "open", "closed by host", "agent hung up", "protocol error", "i/o error".
+std::string_view CloseReasonName(CloseReason r);
+
+// A request type of messages.h: it names its op and encodes itself.
+template <typename T>
+concept Request = requires(const T& r) {
+  { T::kOp } -> std::convertible_to<std::string_view>;
+  { r.ToJson() } -> std::same_as<nlohmann::json>;
+};
+
 struct Event {
   enum class Kind { kMeta, kData, kEnd, kResult, kError, kClosed };
   Kind kind = Kind::kClosed;
-  uint8_t channel = 0;  // kData / kEnd
-  std::string data;     // kData bytes
-  nlohmann::json json;  // kMeta / kResult / kError; kClosed: {"message":...}
+  uint8_t channel = 0;                            // kData / kEnd
+  std::string data;                               // kData bytes
+  nlohmann::json json;                            // kMeta / kResult / kError; kClosed: {"message":...}
+  CloseReason close_reason = CloseReason::kOpen;  // kClosed: why
 };
 
 class Stream {
@@ -75,15 +96,27 @@ class Client : public std::enable_shared_from_this<Client> {
 
   // Opens a stream with a JSON request ({"op": ...}).
   Result<std::shared_ptr<Stream>> Open(const nlohmann::json& request);
+  // Opens a stream with a typed request of messages.h.
+  template <Request R>
+  Result<std::shared_ptr<Stream>> Open(const R& request) {
+    return Open(request.ToJson());
+  }
   // Convenience: open, end stdin, wait for the final event. Returns the
   // RESULT json, or the agent's ERROR as an Error with its code.
   Result<nlohmann::json> Call(const nlohmann::json& request,
                               std::optional<Stream::Clock::time_point> deadline = std::nullopt);
+  template <Request R>
+  Result<nlohmann::json> Call(const R& request,
+                              std::optional<Stream::Clock::time_point> deadline = std::nullopt) {
+    return Call(request.ToJson(), deadline);
+  }
 
   const nlohmann::json& hello() const { return hello_; }
   bool alive() const;
-  // Why the connection died ("" while alive).
+  // Why the connection died ("" while alive), as text for messages.
   std::string failure() const;
+  // Why the connection died, as a value to decide on (kOpen while alive).
+  CloseReason close_reason() const;
   // Called once, from the reader thread, when the connection dies.
   void SetOnDeath(std::function<void(const std::string&)> cb);
   // Shuts the connection down; streams get kClosed.
@@ -93,7 +126,7 @@ class Client : public std::enable_shared_from_this<Client> {
   friend class Stream;
   explicit Client(UniqueFd fd) : fd_(std::move(fd)) {}
   void ReaderLoop();
-  void Fail(const std::string& why);  // mu_ held
+  void Fail(CloseReason reason, const std::string& why);  // mu_ held
   Status WriteRaw(const std::string& bytes);
   // One frame written straight from `payload` (header and body gathered by
   // one sendmsg, no copy into a frame buffer).
@@ -110,6 +143,7 @@ class Client : public std::enable_shared_from_this<Client> {
   uint32_t next_id_ = 1;
   bool dead_ = false;
   std::string failure_;
+  CloseReason close_reason_ = CloseReason::kOpen;
   std::function<void(const std::string&)> on_death_;
   int wake_[2] = {-1, -1};  // pipe to interrupt the reader on Close()
 };

@@ -31,32 +31,36 @@ TEST(AgentFsOps, TableNamesEverySynchronousOp) {
   EXPECT_EQ(FindFsOp(""), nullptr);
 }
 
-TEST(AgentFsOps, RequestFieldsAreTypeChecked) {
-  auto missing = ReqPath(json::object(), "path");
+TEST(AgentFsOps, RequestsAreCheckedByTheirProtocolTypes) {
+  // The field checks themselves are protocol_messages_test's; here, that
+  // each operation refuses a malformed request with the protocol's code
+  // before touching the filesystem.
+  auto missing = FsLs(json{{"op", "fs.ls"}});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), Code::kS001);
-  auto empty = ReqPath(json{{"path", ""}}, "path");
-  ASSERT_FALSE(empty.ok());
-  EXPECT_EQ(empty.error().code(), Code::kS001);
-  auto nul = ReqPath(json{{"path", std::string("a\0b", 3)}}, "path");
-  ASSERT_FALSE(nul.ok());
-  EXPECT_EQ(nul.error().code(), Code::kS001);
-  auto ok = ReqPath(json{{"path", "/x"}}, "path");
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(*ok, "/x");
-
-  EXPECT_FALSE(ReqBool(json{{"b", 1}}, "b", false).ok());
-  EXPECT_TRUE(*ReqBool(json::object(), "b", true));
-  EXPECT_EQ(*ReqInt(json{{"n", UINT64_MAX}}, "n", 0), INT64_MAX);
-  EXPECT_FALSE(ReqInt(json{{"n", "3"}}, "n", 0).ok());
-
-  auto bad_mode = ReqMode(json{{"mode", "rwx"}}, "mode", std::nullopt);
+  EXPECT_EQ(missing.error().message(), "invalid request: path: expected a string");
+  auto bad_mode = FsMkdir(json{{"op", "fs.mkdir"}, {"path", "/nonexistent/x"}, {"mode", "rwx"}});
   ASSERT_FALSE(bad_mode.ok());
   EXPECT_EQ(bad_mode.error().code(), Code::kS210);
-  auto no_mode = ReqMode(json::object(), "mode", std::nullopt);
+  auto no_mode = FsChmod(json{{"op", "fs.chmod"}, {"path", "/nonexistent"}});
   ASSERT_FALSE(no_mode.ok());
   EXPECT_EQ(no_mode.error().code(), Code::kS001);
-  EXPECT_EQ(*ReqMode(json::object(), "mode", 0755u), 0755u);
+  auto sed_form = FsSed(json{{"op", "fs.sed"}, {"pattern", "a"}, {"replacement", "b"}});
+  ASSERT_FALSE(sed_form.ok());
+  EXPECT_EQ(sed_form.error().code(), Code::kS210);
+  auto grep_neg = FsGrep(json{{"op", "fs.grep"}, {"path", "/"}, {"pattern", "a"}, {"max_matches", -1}});
+  ASSERT_FALSE(grep_neg.ok());
+  EXPECT_EQ(grep_neg.error().code(), Code::kS001);
+}
+
+TEST(AgentFsOps, StatAnswersAnFsEntry) {
+  auto r = FsStat(json{{"op", "fs.stat"}, {"path", "/"}});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  auto e = proto::FsEntry::FromJson(*r);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  EXPECT_EQ(e->name, "/");
+  EXPECT_TRUE(e->is_dir);
+  EXPECT_EQ(e->ToJson(), *r);
 }
 
 TEST(AgentFsOps, ErrnoMapsToTypedErrors) {

@@ -125,11 +125,6 @@ TEST(AgentText, ModeStrings) {
   EXPECT_EQ(ModeString(S_IFDIR | 01777), "1777");
   EXPECT_EQ(ModeString(04755), "4755");
   EXPECT_EQ(ModeString(0), "0000");
-  EXPECT_EQ(ModeFromJson(nlohmann::json(0755)), 0755u);
-  EXPECT_EQ(ModeFromJson(nlohmann::json(07777)), 07777u);
-  EXPECT_FALSE(ModeFromJson(nlohmann::json(010000)));
-  EXPECT_FALSE(ModeFromJson(nlohmann::json(-1)));
-  EXPECT_FALSE(ModeFromJson(nlohmann::json("0755")));
 }
 
 TEST(AgentText, PathPieces) {

@@ -8,6 +8,7 @@
 
 #include "protocol/client.h"
 #include "protocol/frame.h"
+#include "protocol/messages.h"
 
 namespace skiff::proto {
 namespace {
@@ -294,6 +295,57 @@ TEST(Client, AgentDeathFailsPendingStreams) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind, Event::Kind::kClosed);
   EXPECT_FALSE(c->alive());
+}
+
+TEST(Client, CloseReasonSaysWhoEndedTheConnection) {
+  // The agent hangs up (here with the host's frames unread, so the host's
+  // read sees a reset): pending streams and the client say so.
+  {
+    int peer = -1;
+    auto c = HandshakenClient(&peer);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->close_reason(), CloseReason::kOpen);
+    EXPECT_EQ(c->failure(), "");
+    auto s = c->Open(InfoRequest{});  // a typed request
+    ASSERT_TRUE(s.ok());
+    close(peer);
+    auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->kind, Event::Kind::kClosed);
+    EXPECT_EQ(e->close_reason, CloseReason::kAgentHungUp);
+    EXPECT_EQ(c->close_reason(), CloseReason::kAgentHungUp);
+    EXPECT_NE(c->failure(), "closed by host");
+  }
+  // The host closes: the reason is the host's, and stays so.
+  {
+    int peer = -1;
+    auto c = HandshakenClient(&peer);
+    ASSERT_TRUE(c);
+    auto s = c->Open(ShutdownRequest{});
+    ASSERT_TRUE(s.ok());
+    c->Close();
+    auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->kind, Event::Kind::kClosed);
+    EXPECT_EQ(e->close_reason, CloseReason::kClosedByHost);
+    EXPECT_EQ(c->close_reason(), CloseReason::kClosedByHost);
+    EXPECT_EQ(c->failure(), "closed by host");  // the text is kept for messages
+    close(peer);
+  }
+  // The agent sends a corrupt header (reserved bits set).
+  {
+    int peer = -1;
+    auto c = HandshakenClient(&peer);
+    ASSERT_TRUE(c);
+    std::string bad = EncodeFrame(1, Type::kResult, 0, "{}");
+    bad[10] = 1;
+    ASSERT_EQ(write(peer, bad.data(), bad.size()), ssize_t(bad.size()));
+    for (int i = 0; i < 500 && c->alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(c->close_reason(), CloseReason::kProtocolError);
+    close(peer);
+  }
+  EXPECT_EQ(CloseReasonName(CloseReason::kClosedByHost), "closed by host");
+  EXPECT_EQ(CloseReasonName(CloseReason::kIoError), "i/o error");
 }
 
 TEST(Client, DeathCallbackMayDropTheLastReference) {

@@ -162,8 +162,7 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  nlohmann::json resume = {
-      {"seed", seed}, {"realtime_ns", int64_t{now.tv_sec} * 1000000000 + now.tv_nsec}, {"hostname", h}};
+  proto::Resume resume{seed, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec, h};
   std::string frame = proto::EncodeResumeHello(resume);
   if (!SendAll(l.chan.get(), frame).ok())
     return BootFailure(l, "restoring the snapshot failed: the agent channel closed");

@@ -1,0 +1,138 @@
+// The messages of the agent protocol, defined once as types for both sides:
+// the host builds requests with ToJson and reads answers with FromJson; the
+// agent reads requests with FromJson and builds answers with ToJson. Every
+// FromJson checks each field's type strictly (the JSON may be hostile):
+// requests are refused with the agent's codes (S001 "invalid request: ...",
+// S210 for a bad mode or sed form), answers with S300 (a malformed answer
+// of the agent). ToJson produces exactly the wire JSON below. The HELLO
+// frames are in hello.h, the op names in ops.h.
+//
+// Each OPEN is a JSON object {"op": <name>, ...}:
+//
+//   op          request (type)                           agent answers (types)
+//   ----------  ---------------------------------------  ---------------------------------------
+//   info        - (InfoRequest)                          RESULT {proto, agent, kernel, ready_ms, pid,
+//                                                        restored} (InfoResult)
+//   exec        argv[], env[] ("K=V"), cwd, timeout_ms,  META {"pid"} once started (ExecStarted);
+//               stdin (bool: DATA on kStdin follows),    DATA/END on kStdout/kStderr (at most
+//               output_limit (bytes per stream),         output_limit bytes each, excess drained);
+//               user? (name|uid[:group|gid], resolved    RESULT {exit_code, signal,
+//               in the sandbox's own /etc)               stdout_truncated, stderr_truncated,
+//               (ExecRequest)                            timed_out, cancelled, duration_ms}
+//                                                        (ExecResult). Spawn ENOENT/EACCES/ENOEXEC
+//                                                        are a RESULT (127/126 + stderr text);
+//                                                        a bad cwd is ERROR S211/S212.
+//   fs.ls       path (FsLsRequest)                       RESULT {"entries":[FsEntry]} (FsLsResult)
+//   fs.stat     path (FsStatRequest)                     RESULT FsEntry
+//   fs.mkdir    path, mode (int), parents                RESULT {"created"} (FsMkdirResult)
+//               (FsMkdirRequest)
+//   fs.write    path, mode (int), parents; body as       RESULT {"bytes_written"} (FsWriteResult)
+//               DATA on kStdin, then END (abort: CANCEL)
+//               (FsWriteRequest)
+//   fs.read     path (FsReadRequest)                     META {size, mode, mtime} (FsReadMeta),
+//                                                        DATA on kStdout, END kStdout, RESULT {}
+//                                                        (EmptyResult)
+//   fs.rm       path, recursive (FsRmRequest)            RESULT {"removed":true} (FsRmResult)
+//   fs.mv       src, dst, overwrite (FsMvRequest)        RESULT {"moved":true} (FsMvResult)
+//   fs.chmod    path, mode (int), uid?, gid?, recursive  RESULT {"updated"} (FsChmodResult)
+//               (FsChmodRequest)
+//   fs.grep     path, pattern, recursive, ignore_case,   RESULT {"matches":[FsGrepMatch],
+//               include_glob[], exclude_glob[],                  "truncated"} (FsGrepResult)
+//               max_matches, max_line_bytes
+//               (FsGrepRequest)
+//   fs.sed      files[] | path, pattern, replacement,    RESULT {"results":[FsSedFileResult],
+//               regex, first_only, ignore_case,                  "total_replacements"}
+//               recursive, include_glob[], exclude_glob[]        (FsSedResult)
+//               (FsSedRequest)
+//   shutdown    - (ShutdownRequest)                      RESULT {} (EmptyResult) then the agent
+//                                                        kills every process and exits (the VM
+//                                                        powers off)
+//
+// Details of the agent's answers (additive to the table above):
+//   - exec RESULT "signal" is the terminating signal number, 0 when the
+//     process exited normally; "timed_out" means the agent's own deadline
+//     (timeout_ms from OPEN) killed the process group; "cancelled" a CANCEL.
+//     Without "timeout_ms" the agent sets no deadline.
+//   - fs.write: the temporary file exists from OPEN; DATA is written as it
+//     arrives (credit is returned once written); END commits. CANCEL removes
+//     the temporary file and answers ERROR S218.
+//   - A RESULT whose JSON exceeds kMaxPayload (e.g. a large fs.grep) is sent
+//     as DATA on kStdout (under the usual credit), END kStdout, then RESULT
+//     {"result_in_data": true}: the host concatenates the DATA and parses it.
+//   - ERROR (AgentError) is {"code":"Sxxx","message":"<prefix><detail>"} and
+//     may carry "fix" (fs.mkdir / fs.write missing parent: {"parents": true})
+//     and "details".
+//
+// Messages are those of the spec (§3.0, §5.3). An unknown op is ERROR S219
+// "operation not supported by this sandbox's agent: <op>" and the channel
+// keeps serving. Field values arrive already validated by the host, but the
+// agent re-checks types: it trusts nothing it is sent.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "protocol/exec_messages.h"
+#include "protocol/fs_messages.h"
+#include "protocol/ops.h"
+
+namespace skiff::proto {
+
+struct InfoRequest {
+  static constexpr std::string_view kOp = op::kInfo;
+
+  nlohmann::json ToJson() const;
+  static Result<InfoRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const InfoRequest&) const = default;
+};
+
+struct InfoResult {
+  uint32_t proto = 0;
+  std::string agent;     // "skiff-agent/<version>"
+  std::string kernel;    // uname release
+  int64_t ready_ms = 0;  // boot-clock ms when the agent said HELLO
+  int64_t pid = 0;
+  bool restored = false;  // resumed from a snapshot
+
+  nlohmann::json ToJson() const;
+  static Result<InfoResult> FromJson(const nlohmann::json& j);
+  bool operator==(const InfoResult&) const = default;
+};
+
+struct ShutdownRequest {
+  static constexpr std::string_view kOp = op::kShutdown;
+
+  nlohmann::json ToJson() const;
+  static Result<ShutdownRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const ShutdownRequest&) const = default;
+};
+
+// RESULT {} (fs.read, shutdown).
+struct EmptyResult {
+  nlohmann::json ToJson() const;
+  static Result<EmptyResult> FromJson(const nlohmann::json& j);
+  bool operator==(const EmptyResult&) const = default;
+};
+
+// ERROR {"code":"Sxxx", "message", "fix"?, "details"?}.
+struct AgentError {
+  Code code = Code::kS300;
+  std::string message;
+  nlohmann::json fix = nullptr;  // an object, or null: absent
+  std::optional<nlohmann::json> details;
+
+  static AgentError FromError(const Error& e);
+  Error ToError() const;
+
+  nlohmann::json ToJson() const;
+  // S300 when the code is not a known S-code, the message is not a string
+  // or fix is neither absent nor an object.
+  static Result<AgentError> FromJson(const nlohmann::json& j);
+  bool operator==(const AgentError&) const = default;
+};
+
+}  // namespace skiff::proto
