@@ -54,11 +54,9 @@ std::string EncodeInvocation(const json& invocation_id, const std::string& funct
                              const std::function<json(const Error&)>& error_body) {
   if (inv.result) return EncodeResult(invocation_id, function_id, std::move(*inv.result));
   if (inv.error) {
-    return EncodeError(
-        invocation_id, function_id,
-        {{"code", "invocation_failed"}, {"message", "handler error: " + Dump(error_body(*inv.error))}});
+    return EncodeError(invocation_id, function_id, InvocationFailed(Dump(error_body(*inv.error))));
   }
-  if (inv.engine_error) return EncodeError(invocation_id, function_id, std::move(*inv.engine_error));
+  if (inv.engine_error) return EncodeError(invocation_id, function_id, inv.engine_error->ToJson());
   return EncodeResult(invocation_id, function_id, nullptr);
 }
 
@@ -67,8 +65,7 @@ json EnqueueRefused() {
 }
 
 json FunctionNotFound(const std::string& function_id) {
-  return {{"code", "function_not_found"},
-          {"message", "function '" + function_id + "' is not provided by skiff"}};
+  return EngineFault::FunctionNotFound(function_id).ToJson();
 }
 
 std::string Pong() { return R"({"type":"pong"})"; }

@@ -47,14 +47,14 @@ std::string EncodeResult(const nlohmann::json& invocation_id, const std::string&
 std::string EncodeError(const nlohmann::json& invocation_id, const std::string& function_id,
                         nlohmann::json error);
 // invocationresult of a finished call. An S-code error becomes
-// invocation_failed "handler error: <compact §5.1 object>", the object built
-// by `error_body`.
+// InvocationFailed (functions/engine_errors.h) of the §5.1 object built by
+// `error_body`; an engine fault is sent as EngineFault::ToJson().
 std::string EncodeInvocation(const nlohmann::json& invocation_id, const std::string& function_id,
                              Invocation inv, const std::function<nlohmann::json(const Error&)>& error_body);
 
 // `error` bodies of §8.2.
 nlohmann::json EnqueueRefused();
-nlohmann::json FunctionNotFound(const std::string& function_id);
+nlohmann::json FunctionNotFound(const std::string& function_id);  // EngineFault::FunctionNotFound
 
 std::string Pong();
 std::string WorkerRegistered(const std::string& worker_id, const std::string& reattach_token);

@@ -44,9 +44,7 @@ inline constexpr size_t kMaxWsInFlight = 1024;
 inline std::string ResultLabel(const Invocation& inv) {
   if (inv.result) return "ok";
   if (inv.error) return std::string(CodeName(inv.error->code()));
-  if (inv.engine_error && inv.engine_error->contains("code") && (*inv.engine_error)["code"].is_string()) {
-    return (*inv.engine_error)["code"].get<std::string>();
-  }
+  if (inv.engine_error) return std::string(inv.engine_error->code());
   return "error";
 }
 

@@ -114,7 +114,7 @@ TEST(ApiIiiCodecTest, EncodeInvocation) {
   EXPECT_FALSE(f.contains("result"));
 
   Invocation engine;
-  engine.engine_error = json{{"code", "NOT_FOUND"}, {"message", "m"}};
+  engine.engine_error = EngineFault::NotFound("m");
   EXPECT_EQ(Parse(EncodeInvocation("i", "f", engine, body))["error"],
             json({{"code", "NOT_FOUND"}, {"message", "m"}}));
 
