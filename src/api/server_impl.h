@@ -22,6 +22,7 @@
 #include "api/server.h"
 #include "api/worker.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "functions/registry.h"
 
 namespace skiff::api {
@@ -55,7 +56,7 @@ struct Server::Impl {
         config(std::move(c)),
         ioc(1),
         pool(kPoolThreads),
-        broker([this](std::function<void()> f) { net::post(pool, std::move(f)); }),
+        broker([this](std::function<void()> f) { Blocking(std::move(f)); }),
         sweep_timer(ioc) {}
 
   SandboxManager& manager;  // function calls (CallContext) and the server's own setup
@@ -73,9 +74,11 @@ struct Server::Impl {
   std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
   std::function<void()> on_rejected;   // worker registration rejected
 
+  // Runs `f` on the pool. An exception escaping it is logged and ends only
+  // that task (a pool thread that let it through would terminate skiffd).
   template <class F>
   void Blocking(F&& f) {
-    net::post(pool, std::forward<F>(f));
+    net::post(pool, [f = std::forward<F>(f)]() mutable { RunGuarded("api pool task", std::ref(f)); });
   }
 
   bool Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {

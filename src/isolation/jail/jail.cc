@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
+#include "base/thread.h"
 #include "confine/confine.h"
 #include "isolation/jail/cgroup_warmup.h"
 #include "isolation/jail/child.h"
@@ -321,15 +321,20 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   alignas(int) int cg_ready = cg_bases.empty() ? 1 : 0;  // futex word (CLONE_VM: shared)
   Result<jail::SandboxCgroup> cg = jail::SandboxCgroup();
   auto create_cgroups = [&] {
-    // Tests widen the window in which the init waits for its cgroups.
-    if (const char* d = std::getenv("SKIFF_TEST_CGROUP_DELAY_MS"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
-    jail::CgroupLimits lim;
-    lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
-    lim.pids_max = policy.pids_max;
-    lim.cpus = policy.cpus;
-    cg = shared_->cgroups.Create(policy.id, lim);
-    if (cg.ok()) cg->CloseSetupFds();  // the init opens cgroup.procs itself
+    // The init waits for `cg_ready` inside a vfork: it is set whatever
+    // happens, an exception included (then `cg` stays this error).
+    cg = Error(Code::kS300, "ended by an exception");
+    RunGuarded("jail: cgroups of " + policy.id, [&] {
+      // Tests widen the window in which the init waits for its cgroups.
+      if (const char* d = std::getenv("SKIFF_TEST_CGROUP_DELAY_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
+      jail::CgroupLimits lim;
+      lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
+      lim.pids_max = policy.pids_max;
+      lim.cpus = policy.cpus;
+      cg = shared_->cgroups.Create(policy.id, lim);
+      if (cg.ok()) cg->CloseSetupFds();  // the init opens cgroup.procs itself
+    });
     __atomic_store_n(&cg_ready, cg.ok() ? 1 : -1, __ATOMIC_RELEASE);
     ::syscall(SYS_futex, &cg_ready, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   };
@@ -374,9 +379,11 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildStack stack;
   std::thread cg_thread;
   if (!cg_bases.empty()) {
-    try {
-      cg_thread = std::thread(create_cgroups);
-    } catch (const std::system_error&) {
+    Result<std::thread> t = StartThread("jail: cgroups of " + policy.id, create_cgroups);
+    if (t.ok()) {
+      cg_thread = std::move(t).value();
+    } else {
+      SKIFF_LOG(Debug) << "jail: " << t.error().ToString() << "; creating the cgroups before the clone";
       create_cgroups();  // no thread to be had: create them before the clone
     }
   }

@@ -30,6 +30,7 @@
 
 #include "base/find_executable.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 extern char** environ;
 
@@ -111,15 +112,17 @@ bool ParseV6(const std::string& s, std::string* canonical) {
 // new one when -1). Network namespaces are per thread, so the rest of the
 // (multi-threaded) process is never moved.
 Status InNetns(int netns_fd, const std::function<Status()>& fn) {
-  Status result = OkStatus();
-  std::thread t([&] {
+  // Stays this unless the body runs to its end (an exception ends it early).
+  Status result = Error(Code::kS300, "netns: the namespace thread ended by an exception");
+  Result<std::thread> t = StartThread("netns", [&] {
     if (netns_fd < 0 ? ::unshare(CLONE_NEWNET) : ::setns(netns_fd, CLONE_NEWNET)) {
       result = Error::Sys(Code::kS300, netns_fd < 0 ? "unshare" : "setns", "CLONE_NEWNET", errno);
       return;
     }
     result = fn();
   });
-  t.join();
+  if (!t.ok()) return std::move(t).error().With("entering the sandbox's network namespace");
+  t->join();
   return result;
 }
 
