@@ -6,9 +6,13 @@ namespace skiff::api::iii {
 
 using json = nlohmann::json;
 
-std::string MessageType(const json& m) {
-  return m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+std::string StringField(const json& m, const char* key) {
+  if (!m.is_object()) return "";
+  auto it = m.find(key);
+  return it != m.end() && it->is_string() ? it->get<std::string>() : "";
 }
+
+std::string MessageType(const json& m) { return StringField(m, "type"); }
 
 bool IsTelemetryFrame(std::string_view frame, bool binary) {
   if (!binary || frame.size() < 4) return false;

@@ -31,7 +31,10 @@ struct InvokeRequest {
   bool wants_reply() const { return !invocation_id.is_null() && action != Action::kVoid; }
 };
 
-// The `type` of a message; "" when absent or not a string.
+// The string member `key` of a message; "" when `m` is not an object or the
+// member is absent or not a string (a peer's frame never makes it throw).
+std::string StringField(const nlohmann::json& m, const char* key);
+// The `type` of a message: StringField(m, "type").
 std::string MessageType(const nlohmann::json& m);
 
 // Binary frames that carry telemetry (OTLP, MTRC, LOGS prefixes), discarded.
