@@ -227,13 +227,18 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     return Platform("isolation",
                     "jail: cannot build the seccomp/capability policy: " + shared_->confine_error);
   if (!shared_->subid_error.empty()) return Platform("isolation", "jail: " + shared_->subid_error);
-  auto boot = [](const Error& e) { return Platform("boot", e.message()); };
+  // S300 "platform failure: boot: [<doing>: ]<e's message>".
+  auto boot = [](Error e, std::string_view doing = {}) {
+    if (!doing.empty()) e.With(doing);
+    return Platform("boot", e.message());
+  };
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(shared_->lock_dir, 0700));
+  if (Status st = jail::MkdirAll(shared_->lock_dir, 0700); !st.ok())
+    return std::move(st).error().With("creating the jail's lock directory");
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -255,7 +260,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(jail::MkdirAll(policy.state_dir, 0700));
+  if (Status st = jail::MkdirAll(policy.state_dir, 0700); !st.ok())
+    return std::move(st).error().With("creating the sandbox's state directory");
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -269,7 +275,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   }
 
   auto userns = jail::MakeUserNamespace(base);
-  if (!userns.ok()) return boot(userns.error());
+  if (!userns.ok()) return boot(userns.error(), "creating the user namespace");
   mark("userns");
 
   // Root filesystem: the plan, and its lower trees as detached idmapped
@@ -284,7 +290,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     const jail::OverlayPlan& o = rootfs.overlays[i];
     for (const auto& dir : o.lower_hosts) {
       auto tree = jail::IdmappedTree(dir, (*userns)->fd.get());
-      if (!tree.ok()) return boot(tree.error());
+      if (!tree.ok()) return boot(tree.error(), "idmapping " + dir);
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
     }
@@ -402,7 +408,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   child_end.reset();
   agent.reset();
   lower_fds.clear();
-  if (!cg.ok()) return boot(cg.error());  // the init saw it and gave up
+  if (!cg.ok()) return boot(cg.error(), "creating the cgroups");  // the init saw it and gave up
   if (report.err != 0) {
     report.call[sizeof report.call - 1] = report.object[sizeof report.object - 1] = '\0';
     return boot(Error::Sys(Code::kS300, report.call, report.object, report.err));

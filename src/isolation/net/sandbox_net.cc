@@ -519,7 +519,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
     }
     return OkStatus();
   });
-  if (!st.ok()) return NetError(st.error().message());
+  if (!st.ok()) return NetError(Error(st.error()).With("configuring the sandbox's namespace").message());
 
   // 2. slirp4netns, in the host's namespace, attaching tap0 in ours. It
   // exits when the exit pipe's write end (ours) closes.
@@ -579,7 +579,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       ::kill(pid, SIGKILL);
       int ws;
       ::waitpid(pid, &ws, 0);
-      return proc.error();
+      return NetError(Error(proc.error()).With("opening a pidfd for slirp4netns").message());
     }
     sn->slirp_ = std::move(proc).value();
   }
@@ -617,7 +617,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       SKIFF_RETURN_IF_ERROR(AddToBridge(sock.get(), kSlirpTap));
       return SetUp(sock.get(), kSlirpTap);
     });
-    if (!st.ok()) return NetError(st.error().message());
+    if (!st.ok()) return NetError(Error(st.error()).With("bridging " + std::string(kSlirpTap)).message());
     sn->tap_ = std::move(tap);
   }
 
