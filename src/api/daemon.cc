@@ -8,9 +8,11 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 #include "api/server.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "sandbox/backends.h"
 
 namespace skiff::api {
@@ -35,7 +37,12 @@ int RunDaemon(Config config) {
     return 1;
   }
   SandboxManager& manager = **mgr;
-  Server server(manager, config);
+  auto created = Server::Create(manager, config);
+  if (!created.ok()) {
+    std::fprintf(stderr, "skiff serve: %s\n", created.error().message().c_str());
+    return 1;
+  }
+  Server& server = **created;
   if (auto st = server.Listen(); !st.ok()) {
     std::fprintf(stderr, "skiff serve: %s\n", st.error().message().c_str());
     return 1;
@@ -57,7 +64,12 @@ int RunDaemon(Config config) {
 
   // Worker mode: a rejected registration ends the daemon with status 3.
   server.OnRegistrationRejected([]() { OnSignal(0); });
-  std::thread loop([&server]() { server.Run(); });
+  Result<std::thread> loop = StartThread("event loop", [&server]() { server.Run(); });
+  if (!loop.ok()) {
+    Error e = std::move(loop).error();
+    std::fprintf(stderr, "skiff serve: %s\n", e.With("starting the event loop").message().c_str());
+    return 1;
+  }
   unsigned char sig = 0;
   while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
   }
@@ -70,7 +82,7 @@ int RunDaemon(Config config) {
   server.StopAccepting();
   manager.Shutdown();
   server.Stop();
-  loop.join();
+  loop->join();
   SKIFF_LOG(Info) << "stopped";
   std::fflush(nullptr);
   // Every sandbox is gone; skip destructors of pool work still unwinding.

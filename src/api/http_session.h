@@ -181,7 +181,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     int st = inv.http_status();
     if (inv.result) return SendJsonStatus(200, *inv.result);
     if (inv.error) return SendJsonStatus(st, srv_.ErrorBody(*inv.error));
-    if (inv.engine_error) return SendJsonStatus(st, *inv.engine_error);
+    if (inv.engine_error) return SendJsonStatus(st, inv.engine_error->ToJson());
     SendJsonStatus(200, nullptr);
   }
 
@@ -213,8 +213,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   }
 
   void NotProvided(const std::string& id) {
-    SendJson(http::status::not_found,
-             {{"code", "function_not_found"}, {"message", "function '" + id + "' is not provided by skiff"}});
+    EngineFault f = EngineFault::FunctionNotFound(id);
+    SendJsonStatus(f.http_status(), f.ToJson());
   }
 
   void MaybeContinue(std::function<void()> next) {

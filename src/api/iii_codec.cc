@@ -6,9 +6,13 @@ namespace skiff::api::iii {
 
 using json = nlohmann::json;
 
-std::string MessageType(const json& m) {
-  return m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+std::string StringField(const json& m, const char* key) {
+  if (!m.is_object()) return "";
+  auto it = m.find(key);
+  return it != m.end() && it->is_string() ? it->get<std::string>() : "";
 }
+
+std::string MessageType(const json& m) { return StringField(m, "type"); }
 
 bool IsTelemetryFrame(std::string_view frame, bool binary) {
   if (!binary || frame.size() < 4) return false;
@@ -54,11 +58,9 @@ std::string EncodeInvocation(const json& invocation_id, const std::string& funct
                              const std::function<json(const Error&)>& error_body) {
   if (inv.result) return EncodeResult(invocation_id, function_id, std::move(*inv.result));
   if (inv.error) {
-    return EncodeError(
-        invocation_id, function_id,
-        {{"code", "invocation_failed"}, {"message", "handler error: " + Dump(error_body(*inv.error))}});
+    return EncodeError(invocation_id, function_id, InvocationFailed(Dump(error_body(*inv.error))));
   }
-  if (inv.engine_error) return EncodeError(invocation_id, function_id, std::move(*inv.engine_error));
+  if (inv.engine_error) return EncodeError(invocation_id, function_id, inv.engine_error->ToJson());
   return EncodeResult(invocation_id, function_id, nullptr);
 }
 
@@ -67,8 +69,7 @@ json EnqueueRefused() {
 }
 
 json FunctionNotFound(const std::string& function_id) {
-  return {{"code", "function_not_found"},
-          {"message", "function '" + function_id + "' is not provided by skiff"}};
+  return EngineFault::FunctionNotFound(function_id).ToJson();
 }
 
 std::string Pong() { return R"({"type":"pong"})"; }

@@ -31,7 +31,10 @@ struct InvokeRequest {
   bool wants_reply() const { return !invocation_id.is_null() && action != Action::kVoid; }
 };
 
-// The `type` of a message; "" when absent or not a string.
+// The string member `key` of a message; "" when `m` is not an object or the
+// member is absent or not a string (a peer's frame never makes it throw).
+std::string StringField(const nlohmann::json& m, const char* key);
+// The `type` of a message: StringField(m, "type").
 std::string MessageType(const nlohmann::json& m);
 
 // Binary frames that carry telemetry (OTLP, MTRC, LOGS prefixes), discarded.
@@ -47,14 +50,14 @@ std::string EncodeResult(const nlohmann::json& invocation_id, const std::string&
 std::string EncodeError(const nlohmann::json& invocation_id, const std::string& function_id,
                         nlohmann::json error);
 // invocationresult of a finished call. An S-code error becomes
-// invocation_failed "handler error: <compact §5.1 object>", the object built
-// by `error_body`.
+// InvocationFailed (functions/engine_errors.h) of the §5.1 object built by
+// `error_body`; an engine fault is sent as EngineFault::ToJson().
 std::string EncodeInvocation(const nlohmann::json& invocation_id, const std::string& function_id,
                              Invocation inv, const std::function<nlohmann::json(const Error&)>& error_body);
 
 // `error` bodies of §8.2.
 nlohmann::json EnqueueRefused();
-nlohmann::json FunctionNotFound(const std::string& function_id);
+nlohmann::json FunctionNotFound(const std::string& function_id);  // EngineFault::FunctionNotFound
 
 std::string Pong();
 std::string WorkerRegistered(const std::string& worker_id, const std::string& reattach_token);

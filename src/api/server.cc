@@ -5,6 +5,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
+
 #include <boost/asio.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
@@ -44,6 +47,15 @@ void AcceptLoop(Server::Impl& srv, Acceptor& acc) {
 }
 
 // ============================================================ Server
+
+Result<std::unique_ptr<Server>> Server::Create(SandboxService& manager, Config config) {
+  try {
+    return std::unique_ptr<Server>(new Server(manager, std::move(config)));
+  } catch (const std::system_error& e) {  // the pool's threads could not all be started
+    int err = e.code().value() != 0 ? e.code().value() : EAGAIN;
+    return Error::Sys(Code::kS300, "pthread_create", "api pool", err).With("starting the server");
+  }
+}
 
 Server::Server(SandboxService& manager, Config config)
     : impl_(std::make_unique<Impl>(manager, std::move(config))) {
@@ -120,14 +132,25 @@ void Server::Run() {
       return s.Call(id, payload, nullptr);
     };
     hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
-    hooks.run_blocking = [&s](std::function<void()> f) { net::post(s.pool, std::move(f)); };
+    hooks.run_blocking = [&s](std::function<void()> f) { s.Blocking(std::move(f)); };
     hooks.rejected = [&s]() {
       if (s.on_rejected) s.on_rejected();
     };
     s.worker = std::make_unique<WorkerLink>(s.ioc, *s.config.engine_url, std::move(hooks));
     s.worker->Start();
   }
-  s.ioc.run();
+  // A handler that throws unwinds out of run(); the loop carries on with
+  // the other connections instead of ending (it is the only event loop).
+  for (;;) {
+    try {
+      s.ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      SKIFF_LOG(Error) << "event loop: a handler threw: " << e.what() << "; continuing";
+    } catch (...) {
+      SKIFF_LOG(Error) << "event loop: a handler threw an exception of unknown type; continuing";
+    }
+  }
 }
 
 void Server::StopAccepting() {

@@ -21,7 +21,8 @@ std::string Version();
 
 class Server {
  public:
-  Server(SandboxService& manager, Config config);
+  // S300 when the blocking pool's threads cannot be started.
+  static Result<std::unique_ptr<Server>> Create(SandboxService& manager, Config config);
   ~Server();
 
   // Binds listen_address:listen_port (port 0 = any free port) and, when
@@ -42,12 +43,14 @@ class Server {
   struct Impl;
 
  private:
+  Server(SandboxService& manager, Config config);
+
   std::unique_ptr<Impl> impl_;
 };
 
 // `skiff serve`: builds the manager from `config`, serves until SIGTERM or
-// SIGINT, then stops every sandbox and returns 0. Returns 1 when the manager
-// or the listener cannot start. Config errors (exit 2) are the caller's.
+// SIGINT, then stops every sandbox and returns 0. Returns 1 when the manager,
+// the server's threads or the listener cannot start. Config errors (exit 2) are the caller's.
 int RunDaemon(Config config);
 
 }  // namespace skiff::api

@@ -22,6 +22,7 @@
 #include "api/server.h"
 #include "api/worker.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "functions/registry.h"
 
 namespace skiff::api {
@@ -44,9 +45,7 @@ inline constexpr size_t kMaxWsInFlight = 1024;
 inline std::string ResultLabel(const Invocation& inv) {
   if (inv.result) return "ok";
   if (inv.error) return std::string(CodeName(inv.error->code()));
-  if (inv.engine_error && inv.engine_error->contains("code") && (*inv.engine_error)["code"].is_string()) {
-    return (*inv.engine_error)["code"].get<std::string>();
-  }
+  if (inv.engine_error) return std::string(inv.engine_error->code());
   return "error";
 }
 
@@ -57,7 +56,7 @@ struct Server::Impl {
         config(std::move(c)),
         ioc(1),
         pool(kPoolThreads),
-        broker([this](std::function<void()> f) { net::post(pool, std::move(f)); }),
+        broker([this](std::function<void()> f) { Blocking(std::move(f)); }),
         sweep_timer(ioc) {}
 
   SandboxService& manager;  // function calls (CallContext) and the server's own setup
@@ -75,9 +74,11 @@ struct Server::Impl {
   std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
   std::function<void()> on_rejected;   // worker registration rejected
 
+  // Runs `f` on the pool. An exception escaping it is logged and ends only
+  // that task (a pool thread that let it through would terminate skiffd).
   template <class F>
   void Blocking(F&& f) {
-    net::post(pool, std::forward<F>(f));
+    net::post(pool, [f = std::forward<F>(f)]() mutable { RunGuarded("api pool task", std::ref(f)); });
   }
 
   bool Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {

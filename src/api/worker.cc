@@ -194,8 +194,9 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     std::string type = iii::MessageType(m);
     if (type == "workerregistered") {
       std::string old_id = worker_id, old_token = reattach_token;
-      worker_id = m.value("worker_id", std::string());
-      reattach_token = m.value("reattach_token", std::string());
+      // Not m.value(key, std::string()): that throws on a non-string member.
+      worker_id = iii::StringField(m, "worker_id");
+      reattach_token = iii::StringField(m, "reattach_token");
       if (!old_id.empty()) Send(iii::Reattach(old_id, old_token));
       up = false;
       Register();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/http_util.h"
+#include "base/thread.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -116,14 +117,16 @@ int Run(RunFlags& o) {
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
-    std::thread([&manager]() {
+    Result<std::thread> watcher = StartThread("signal watcher", [&manager]() {
       unsigned char sig;
       while (::read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
       }
       std::fprintf(stderr, "\nskiff: interrupted; stopping the sandbox\n");
       manager.Shutdown();
       ::_exit(kExitInterrupted);
-    }).detach();
+    });
+    if (!watcher.ok()) return ReportError(std::move(watcher).error().With("watching for Ctrl-C"));
+    watcher->detach();
   }
 
   CreateSpec cs;

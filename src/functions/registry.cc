@@ -473,36 +473,36 @@ Result<json> HandleFunctionsList(const json& payload, CallContext&) {
   return json{{"functions", std::move(arr)}};
 }
 
-Result<json> HandleFunctionsInfo(const json& payload, CallContext&) {
-  auto invalid = [](const std::string& m) { return EngineError("INVALID_ARGUMENTS", m); };
+Result<json> HandleFunctionsInfo(const json& payload, CallContext& ctx) {
+  auto invalid = [&ctx](std::string m) { return ctx.Fail(EngineFault::InvalidArguments(std::move(m))); };
   const json* ns = nullptr;
   if (auto it = payload.find("namespace"); it != payload.end() && !it->is_null()) ns = &*it;
   if (ns != nullptr && (!ns->is_string() || ns->get<std::string>() != "default")) {
-    throw invalid("namespace must be absent or \"default\"");
+    return invalid("namespace must be absent or \"default\"");
   }
   const json* one = nullptr;
   const json* many = nullptr;
   if (auto it = payload.find("function_id"); it != payload.end() && !it->is_null()) one = &*it;
   if (auto it = payload.find("function_ids"); it != payload.end() && !it->is_null()) many = &*it;
-  if (one != nullptr && many != nullptr) throw invalid("give function_id or function_ids, not both");
-  if (one == nullptr && many == nullptr) throw invalid("one of function_id or function_ids is required");
+  if (one != nullptr && many != nullptr) return invalid("give function_id or function_ids, not both");
+  if (one == nullptr && many == nullptr) return invalid("one of function_id or function_ids is required");
   if (one != nullptr) {
-    if (!one->is_string()) throw invalid("function_id must be a string");
+    if (!one->is_string()) return invalid("function_id must be a string");
     const FunctionDef* d = FindFunction(one->get<std::string>());
     if (d == nullptr) {
-      throw EngineError("NOT_FOUND", "function '" + one->get<std::string>() + "' not found");
+      return ctx.Fail(EngineFault::NotFound("function '" + one->get<std::string>() + "' not found"));
     }
     return Details(*d);
   }
-  if (!many->is_array()) throw invalid("function_ids must be an array of strings");
+  if (!many->is_array()) return invalid("function_ids must be an array of strings");
   std::vector<std::string> ids;
   std::set<std::string> seen;
   for (const json& e : *many) {
-    if (!e.is_string()) throw invalid("function_ids must be an array of strings");
+    if (!e.is_string()) return invalid("function_ids must be an array of strings");
     if (seen.insert(e.get<std::string>()).second) ids.push_back(e.get<std::string>());
   }
-  if (ids.empty()) throw invalid("function_ids must not be empty");
-  if (ids.size() > fn::kInfoBatchMax) throw invalid("function_ids takes at most 32 ids");
+  if (ids.empty()) return invalid("function_ids must not be empty");
+  if (ids.size() > fn::kInfoBatchMax) return invalid("function_ids takes at most 32 ids");
   json arr = json::array();
   for (const std::string& id : ids) {
     const FunctionDef* d = FindFunction(id);
@@ -632,11 +632,7 @@ const FunctionDef* FindFunction(std::string_view id) {
 int Invocation::http_status() const {
   if (result) return 200;
   if (error) return HttpStatus(error->code());
-  if (engine_error) {
-    std::string code = engine_error->value("code", "");
-    if (code == "INVALID_ARGUMENTS") return 400;
-    return 404;
-  }
+  if (engine_error) return engine_error->http_status();
   return 500;
 }
 
@@ -644,8 +640,7 @@ Invocation Invoke(std::string_view id, const json& payload, CallContext& ctx) {
   Invocation inv;
   const FunctionDef* d = FindFunction(id);
   if (d == nullptr) {
-    inv.engine_error = json{{"code", "function_not_found"},
-                            {"message", "function '" + std::string(id) + "' is not provided by skiff"}};
+    inv.engine_error = EngineFault::FunctionNotFound(id);
     return inv;
   }
   Result<json> normalized = fn::NormalizePayload(payload);
@@ -653,15 +648,15 @@ Invocation Invoke(std::string_view id, const json& payload, CallContext& ctx) {
     inv.error = std::move(normalized).error();
     return inv;
   }
-  try {
-    Result<json> r = d->handler(*normalized, ctx);
-    if (r.ok()) {
-      inv.result = std::move(r).value();
-    } else {
-      inv.error = std::move(r).error();
-    }
-  } catch (const EngineError& e) {
-    inv.engine_error = e.ToJson();
+  ctx.engine_fault.reset();
+  Result<json> r = d->handler(*normalized, ctx);
+  if (ctx.engine_fault) {
+    inv.engine_error = std::move(ctx.engine_fault);
+    ctx.engine_fault.reset();
+  } else if (r.ok()) {
+    inv.result = std::move(r).value();
+  } else {
+    inv.error = std::move(r).error();
   }
   return inv;
 }

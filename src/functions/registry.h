@@ -7,12 +7,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/error.h"
+#include "functions/engine_errors.h"
 #include "sandbox/service.h"
 
 namespace skiff {
@@ -37,6 +37,18 @@ class ChannelBroker {
 struct CallContext {
   SandboxService& manager;
   ChannelBroker* channels = nullptr;  // null: channel features answer S001/S216
+  // Set by an engine::* handler that fails with an engine fault rather than
+  // an S-code (engine::functions::info); Invoke() sends it instead of the
+  // Error the handler returned.
+  std::optional<EngineFault> engine_fault;
+
+  // Records `f` and returns the S001 Error a caller reading only the
+  // handler's Result sees: `return ctx.Fail(EngineFault::NotFound(...));`.
+  Error Fail(EngineFault f) {
+    Error e = InvalidRequest(f.message());
+    engine_fault = std::move(f);
+    return e;
+  }
 };
 
 struct FunctionDef {
@@ -53,34 +65,18 @@ struct FunctionDef {
   std::vector<Code> errors;
 };
 
-// Errors of the engine::* functions that are not S-codes (spec §8.2/§8.3):
-// engine::functions::info throws EngineError("INVALID_ARGUMENTS" | "NOT_FOUND",
-// message) from its handler. Transports send it as {"code","message"} (WS:
-// the invocationresult `error`; HTTP: status 400 / 404 with that body).
-// Invoke() below catches it for them.
-class EngineError : public std::runtime_error {
- public:
-  EngineError(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
-  const std::string& code() const { return code_; }
-  nlohmann::json ToJson() const { return {{"code", code_}, {"message", what()}}; }
-
- private:
-  std::string code_;
-};
-
 // One call as a transport sees it. Exactly one of the three is set:
 // `result`; `error` (an S-code error, send ErrorToWire); `engine_error`
-// ({"code","message"}: "function_not_found", "INVALID_ARGUMENTS", "NOT_FOUND").
+// (send EngineFault::ToJson()).
 struct Invocation {
   std::optional<nlohmann::json> result;
   std::optional<Error> error;
-  std::optional<nlohmann::json> engine_error;
-  int http_status() const;  // 200, the S-code's status, or 404/400 for engine errors
+  std::optional<EngineFault> engine_error;
+  int http_status() const;  // 200, the S-code's status, or the engine fault's
 };
 // Looks the id up, reads a null/absent payload as {}, runs the handler and
-// catches EngineError. An unknown id gives engine_error function_not_found
-// "function '<id>' is not provided by skiff".
+// takes its engine fault, if any, from the CallContext. An unknown id gives
+// EngineFault::FunctionNotFound.
 Invocation Invoke(std::string_view id, const nlohmann::json& payload, CallContext& ctx);
 
 const std::vector<FunctionDef>& Functions();

@@ -7,8 +7,9 @@
 // answered with invocationresult; an S-code error carried as
 // `invocation_failed` + `handler error: {…}`; no reply for a null
 // invocation_id; engine loss → /healthz engine_disconnected → retries every
-// 2 s → reattach + re-registration, sandboxes kept; and exit status 3 when
-// the engine rejects the registration.
+// 2 s → reattach + re-registration, sandboxes kept; a workerregistered with
+// non-string fields survived; and exit status 3 when the engine rejects the
+// registration.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -228,6 +229,26 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
       EXPECT_FALSE(r.msg["invocation_id"].is_null()) << r.msg;
     }
   }
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+// A workerregistered whose worker_id / reattach_token are not strings (a
+// hostile or broken engine) threw out of the event loop and took skiffd
+// down; now the fields read as "" and the worker re-registers and serves.
+TEST(WorkerModeTest, NonStringWorkerRegisteredFieldsDoNotStopTheDaemon) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble eng;
+  Daemon d(kConfig, {"--engine", eng.url()});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_FALSE(Registration(eng, 0).empty()) << "no registration within 30 s\n" << d.Log();
+  eng.Send({{"type", "workerregistered"}, {"worker_id", 5}, {"reattach_token", json::array({1})}});
+  eng.Invoke("list-1", "sandbox::list", json::object());
+  auto listed = eng.WaitResult("list-1");
+  ASSERT_TRUE(listed) << d.Log();
+  EXPECT_TRUE(listed->contains("result")) << listed->dump();
+  EXPECT_FALSE(d.exited()) << d.Log();
+  auto health = d.Get("/healthz");
+  EXPECT_EQ(health.status, 200) << health.body;
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 

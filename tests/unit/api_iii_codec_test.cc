@@ -19,6 +19,18 @@ TEST(ApiIiiCodecTest, MessageType) {
   EXPECT_EQ(MessageType(Parse(R"([1])")), "");
 }
 
+TEST(ApiIiiCodecTest, StringFieldNeverThrowsOnAPeersFrame) {
+  // workerregistered from a hostile engine: a non-string worker_id must not
+  // throw out of the event loop (json::value(key, std::string()) would).
+  json m = Parse(R"({"type":"workerregistered","worker_id":5,"reattach_token":{"a":1}})");
+  EXPECT_EQ(StringField(m, "worker_id"), "");
+  EXPECT_EQ(StringField(m, "reattach_token"), "");
+  EXPECT_EQ(StringField(m, "absent"), "");
+  EXPECT_EQ(StringField(Parse(R"({"worker_id":"w-1"})"), "worker_id"), "w-1");
+  EXPECT_EQ(StringField(Parse("[1,2]"), "worker_id"), "");
+  EXPECT_EQ(StringField(Parse("null"), "worker_id"), "");
+}
+
 TEST(ApiIiiCodecTest, TelemetryFramesAreBinaryWithAKnownPrefix) {
   EXPECT_TRUE(IsTelemetryFrame("OTLPxyz", true));
   EXPECT_TRUE(IsTelemetryFrame("MTRC", true));
@@ -114,7 +126,7 @@ TEST(ApiIiiCodecTest, EncodeInvocation) {
   EXPECT_FALSE(f.contains("result"));
 
   Invocation engine;
-  engine.engine_error = json{{"code", "NOT_FOUND"}, {"message", "m"}};
+  engine.engine_error = EngineFault::NotFound("m");
   EXPECT_EQ(Parse(EncodeInvocation("i", "f", engine, body))["error"],
             json({{"code", "NOT_FOUND"}, {"message", "m"}}));
 

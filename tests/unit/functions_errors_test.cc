@@ -2,6 +2,7 @@
 // retryability, fix notes, and the sandbox::run step wrapper.
 #include <gtest/gtest.h>
 
+#include "functions/engine_errors.h"
 #include "functions/errors.h"
 #include "functions/registry.h"
 #include "sandbox/run_step.h"
@@ -123,6 +124,21 @@ TEST(ErrorTable, FixNotesExactText) {
                  Code::kS217, Code::kS218, Code::kS219}) {
     EXPECT_TRUE(note(c).is_null()) << CodeName(c);
   }
+}
+
+TEST(EngineFault, WireCodesAndStatuses) {
+  EngineFault nf = EngineFault::FunctionNotFound("x::y");
+  EXPECT_EQ(nf.ToJson().dump(),
+            R"({"code":"function_not_found","message":"function 'x::y' is not provided by skiff"})");
+  EXPECT_EQ(nf.http_status(), 404);
+  EngineFault bad = EngineFault::InvalidArguments("function_id must be a string");
+  EXPECT_EQ(bad.ToJson().dump(), R"({"code":"INVALID_ARGUMENTS","message":"function_id must be a string"})");
+  EXPECT_EQ(bad.http_status(), 400);
+  EngineFault missing = EngineFault::NotFound("function 'a' not found");
+  EXPECT_EQ(missing.ToJson().dump(), R"({"code":"NOT_FOUND","message":"function 'a' not found"})");
+  EXPECT_EQ(missing.http_status(), 404);
+  EXPECT_EQ(InvocationFailed(R"({"code":"S001"})").dump(),
+            R"({"code":"invocation_failed","message":"handler error: {\"code\":\"S001\"}"})");
 }
 
 TEST(RunStep, WrapsInnerError) {

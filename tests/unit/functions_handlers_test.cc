@@ -451,7 +451,7 @@ TEST_F(Handlers, FunctionsInfo) {
   auto engine_code = [&](const json& payload) {
     Invocation inv = Invoke("engine::functions::info", payload, ctx);
     EXPECT_TRUE(inv.engine_error.has_value()) << payload.dump();
-    return inv.engine_error ? (*inv.engine_error)["code"].get<std::string>() : "";
+    return inv.engine_error ? inv.engine_error->ToJson()["code"].get<std::string>() : "";
   };
   EXPECT_EQ(engine_code({{"function_id", "nope"}}), "NOT_FOUND");
   EXPECT_EQ(engine_code(json::object()), "INVALID_ARGUMENTS");
@@ -465,6 +465,17 @@ TEST_F(Handlers, FunctionsInfo) {
   EXPECT_EQ(engine_code({{"function_id", "sandbox::exec"}, {"namespace", "other"}}), "INVALID_ARGUMENTS");
   EXPECT_EQ(Invoke("engine::functions::info", {{"function_id", "nope"}}, ctx).http_status(), 404);
   EXPECT_EQ(Invoke("engine::functions::info", json::object(), ctx).http_status(), 400);
+  // Called directly, the handler records the fault in the context and
+  // returns S001 for callers that read only its Result.
+  CallContext direct{*manager_, &broker_};
+  Result<json> r = FindFunction("engine::functions::info")->handler({{"function_id", 5}}, direct);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kS001);
+  ASSERT_TRUE(direct.engine_fault);
+  EXPECT_EQ(direct.engine_fault->ToJson(),
+            (json{{"code", "INVALID_ARGUMENTS"}, {"message", "function_id must be a string"}}));
+  // A fault does not outlive its call: the next Invoke on the same context succeeds.
+  EXPECT_TRUE(Invoke("engine::functions::info", {{"function_id", "sandbox::exec"}}, direct).result);
 }
 
 TEST_F(Handlers, ChannelsCreateClamps) {
@@ -482,8 +493,9 @@ TEST_F(Handlers, InvokeWrapsLookupAndErrors) {
   CallContext ctx{*manager_, &broker_};
   Invocation nf = Invoke("sandbox::nope", json::object(), ctx);
   ASSERT_TRUE(nf.engine_error);
-  EXPECT_EQ(*nf.engine_error, (json{{"code", "function_not_found"},
-                                    {"message", "function 'sandbox::nope' is not provided by skiff"}}));
+  EXPECT_EQ(nf.engine_error->ToJson(),
+            (json{{"code", "function_not_found"},
+                  {"message", "function 'sandbox::nope' is not provided by skiff"}}));
   EXPECT_EQ(nf.http_status(), 404);
   Invocation bad = Invoke("sandbox::exec", "x", ctx);
   ASSERT_TRUE(bad.error);

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
-#include <system_error>
 
 #include "base/log.h"
+#include "base/thread.h"
 #include "isolation/jail/child_stack.h"
 
 namespace skiff::jail {
@@ -42,11 +42,12 @@ int MoveSelfUntilKilled(void* arg) {
 
 void CgroupWarmup::Start(std::string procs) {
   procs_ = std::move(procs);
-  try {
-    thread_ = std::thread(&CgroupWarmup::Run, this);
-  } catch (const std::system_error& e) {
-    SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << e.what();  // only slower
+  Result<std::thread> t = StartThread("jail: cgroup warm-up", [this] { Run(); });
+  if (!t.ok()) {
+    SKIFF_LOG(Debug) << "jail: no cgroup warm-up thread: " << t.error().ToString();  // only slower
+    return;
   }
+  thread_ = std::move(t).value();
 }
 
 void CgroupWarmup::End(bool join) {

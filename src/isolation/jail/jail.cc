@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -33,6 +32,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/pidfd.h"
+#include "base/thread.h"
 #include "confine/confine.h"
 #include "isolation/jail/cgroup_warmup.h"
 #include "isolation/jail/child.h"
@@ -230,13 +230,18 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     return Platform("isolation",
                     "jail: cannot build the seccomp/capability policy: " + shared_->confine_error);
   if (!shared_->subid_error.empty()) return Platform("isolation", "jail: " + shared_->subid_error);
-  auto boot = [](const Error& e) { return Platform("boot", e.message()); };
+  // S300 "platform failure: boot: [<doing>: ]<e's message>".
+  auto boot = [](Error e, std::string_view doing = {}) {
+    if (!doing.empty()) e.With(doing);
+    return Platform("boot", e.message());
+  };
   // Phase timings for the debug log (Start is on the hot path of every run).
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<const char*, Clock::time_point>> marks{{"begin", Clock::now()}};
   auto mark = [&](const char* what) { marks.emplace_back(what, Clock::now()); };
 
-  SKIFF_RETURN_IF_ERROR(MakeDirs(shared_->lock_dir, 0700));
+  if (Status st = MakeDirs(shared_->lock_dir, 0700); !st.ok())
+    return std::move(st).error().With("creating the jail's lock directory");
   // From here on, returning destroys `inst`, which releases whatever was
   // set up so far (the same code path as Stop).
   auto inst = std::make_unique<JailInstance>(shared_, policy.id);
@@ -258,7 +263,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     inst->slot_ = std::move(slot).value();
   }
   const uint32_t base = inst->slot_.base;
-  SKIFF_RETURN_IF_ERROR(MakeDirs(policy.state_dir, 0700));
+  if (Status st = MakeDirs(policy.state_dir, 0700); !st.ok())
+    return std::move(st).error().With("creating the sandbox's state directory");
   inst->state_dir_ = policy.state_dir;
   mark("locks");
 
@@ -272,7 +278,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   }
 
   auto userns = jail::MakeUserNamespace(base);
-  if (!userns.ok()) return boot(userns.error());
+  if (!userns.ok()) return boot(userns.error(), "creating the user namespace");
   mark("userns");
 
   // Root filesystem: the plan, and its lower trees as detached idmapped
@@ -287,7 +293,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     const jail::OverlayPlan& o = rootfs.overlays[i];
     for (const auto& dir : o.lower_hosts) {
       auto tree = jail::IdmappedTree(dir, (*userns)->fd.get());
-      if (!tree.ok()) return boot(tree.error());
+      if (!tree.ok()) return boot(tree.error(), "idmapping " + dir);
       lower_raw[i].push_back(tree->get());
       lower_fds[i].push_back(std::move(tree).value());
     }
@@ -323,15 +329,20 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   alignas(int) int cg_ready = cg_bases.empty() ? 1 : 0;  // futex word (CLONE_VM: shared)
   Result<jail::SandboxCgroup> cg = jail::SandboxCgroup();
   auto create_cgroups = [&] {
-    // Tests widen the window in which the init waits for its cgroups.
-    if (const char* d = std::getenv("SKIFF_TEST_CGROUP_DELAY_MS"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
-    jail::CgroupLimits lim;
-    lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
-    lim.pids_max = policy.pids_max;
-    lim.cpus = policy.cpus;
-    cg = shared_->cgroups.Create(policy.id, lim);
-    if (cg.ok()) cg->CloseSetupFds();  // the init opens cgroup.procs itself
+    // The init waits for `cg_ready` inside a vfork: it is set whatever
+    // happens, an exception included (then `cg` stays this error).
+    cg = Error(Code::kS300, "ended by an exception");
+    RunGuarded("jail: cgroups of " + policy.id, [&] {
+      // Tests widen the window in which the init waits for its cgroups.
+      if (const char* d = std::getenv("SKIFF_TEST_CGROUP_DELAY_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
+      jail::CgroupLimits lim;
+      lim.memory_bytes = uint64_t{policy.memory_mb} << 20;
+      lim.pids_max = policy.pids_max;
+      lim.cpus = policy.cpus;
+      cg = shared_->cgroups.Create(policy.id, lim);
+      if (cg.ok()) cg->CloseSetupFds();  // the init opens cgroup.procs itself
+    });
     __atomic_store_n(&cg_ready, cg.ok() ? 1 : -1, __ATOMIC_RELEASE);
     ::syscall(SYS_futex, &cg_ready, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   };
@@ -376,9 +387,11 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   jail::ChildStack stack;
   std::thread cg_thread;
   if (!cg_bases.empty()) {
-    try {
-      cg_thread = std::thread(create_cgroups);
-    } catch (const std::system_error&) {
+    Result<std::thread> t = StartThread("jail: cgroups of " + policy.id, create_cgroups);
+    if (t.ok()) {
+      cg_thread = std::move(t).value();
+    } else {
+      SKIFF_LOG(Debug) << "jail: " << t.error().ToString() << "; creating the cgroups before the clone";
       create_cgroups();  // no thread to be had: create them before the clone
     }
   }
@@ -397,7 +410,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   child_end.reset();
   agent.reset();
   lower_fds.clear();
-  if (!cg.ok()) return boot(cg.error());  // the init saw it and gave up
+  if (!cg.ok()) return boot(cg.error(), "creating the cgroups");  // the init saw it and gave up
   if (report.err != 0) return boot(ChildFailureError(report));
   inst->channel_ = std::move(host_end);
   if (log::Enabled(log::Level::kDebug)) {

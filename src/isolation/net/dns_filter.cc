@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/thread.h"
 
 namespace skiff::net {
 
@@ -635,7 +636,9 @@ Result<std::unique_ptr<DnsFilter>> DnsFilter::Start(Options opts) {
   // talks to the sandbox's ruleset; its sockets were all made before.
   auto started = std::make_shared<std::promise<Status>>();
   auto ready = started->get_future();
-  m.thread = std::thread([&m, started] {
+  Result<std::thread> thread = StartThread("dns filter", [&m, started] {
+    // An exception before set_value leaves the promise broken: Start()
+    // reads that as a failed start (a later one ends only the loop).
     if (::setns(m.o.netns_fd, CLONE_NEWNET) != 0) {
       started->set_value(Error::Sys(Code::kS300, "setns", "dns filter", errno));
       return;
@@ -653,7 +656,13 @@ Result<std::unique_ptr<DnsFilter>> DnsFilter::Start(Options opts) {
     started->set_value(OkStatus());
     m.Loop();
   });
-  Status st = ready.get();
+  if (!thread.ok()) return std::move(thread).error().With("starting the dns filter");
+  m.thread = std::move(thread).value();
+  Status st = Error(Code::kS300, "dns filter: its thread ended by an exception while starting");
+  try {
+    st = ready.get();
+  } catch (const std::future_error&) {  // broken promise: the body threw, RunGuarded logged it
+  }
   if (!st.ok()) {
     m.thread.join();
     return st.error();

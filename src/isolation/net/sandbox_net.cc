@@ -31,6 +31,7 @@
 #include "base/fd_pair.h"
 #include "base/find_executable.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 extern char** environ;
 
@@ -112,15 +113,17 @@ bool ParseV6(const std::string& s, std::string* canonical) {
 // new one when -1). Network namespaces are per thread, so the rest of the
 // (multi-threaded) process is never moved.
 Status InNetns(int netns_fd, const std::function<Status()>& fn) {
-  Status result = OkStatus();
-  std::thread t([&] {
+  // Stays this unless the body runs to its end (an exception ends it early).
+  Status result = Error(Code::kS300, "netns: the namespace thread ended by an exception");
+  Result<std::thread> t = StartThread("netns", [&] {
     if (netns_fd < 0 ? ::unshare(CLONE_NEWNET) : ::setns(netns_fd, CLONE_NEWNET)) {
       result = Error::Sys(Code::kS300, netns_fd < 0 ? "unshare" : "setns", "CLONE_NEWNET", errno);
       return;
     }
     result = fn();
   });
-  t.join();
+  if (!t.ok()) return std::move(t).error().With("entering the sandbox's network namespace");
+  t->join();
   return result;
 }
 
@@ -517,7 +520,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
     }
     return OkStatus();
   });
-  if (!st.ok()) return NetError(st.error().message());
+  if (!st.ok()) return NetError(Error(st.error()).With("configuring the sandbox's namespace").message());
 
   // 2. slirp4netns, in the host's namespace, attaching tap0 in ours. It
   // exits when the exit pipe's write end (ours) closes.
@@ -578,7 +581,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       ::kill(pid, SIGKILL);
       int ws;
       ::waitpid(pid, &ws, 0);
-      return proc.error();
+      return NetError(Error(proc.error()).With("opening a pidfd for slirp4netns").message());
     }
     sn->slirp_ = std::move(proc).value();
   }
@@ -616,7 +619,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       SKIFF_RETURN_IF_ERROR(AddToBridge(sock.get(), kSlirpTap));
       return SetUp(sock.get(), kSlirpTap);
     });
-    if (!st.ok()) return NetError(st.error().message());
+    if (!st.ok()) return NetError(Error(st.error()).With("bridging " + std::string(kSlirpTap)).message());
     sn->tap_ = std::move(tap);
   }
 
