@@ -106,7 +106,12 @@ std::unique_ptr<Daemon> StartDaemon(uint32_t pool, uint32_t max_sandboxes) {
     return nullptr;
   }
   d->mgr = std::move(m).value();
-  d->server = std::make_unique<skiff::api::Server>(*d->mgr, cfg);
+  auto server = skiff::api::Server::Create(*d->mgr, cfg);
+  if (!server.ok()) {
+    fprintf(stderr, "%s\n", server.error().ToString().c_str());
+    return nullptr;
+  }
+  d->server = std::move(server).value();
   if (auto st = d->server->Listen(); !st.ok()) {
     fprintf(stderr, "%s\n", st.error().ToString().c_str());
     return nullptr;
