@@ -8,12 +8,14 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "base/text.h"
 #include "functions/decode.h"
 #include "functions/errors.h"
 #include "functions/schemas.h"
+#include "protocol/fs_call.h"
 #include "protocol/ops.h"
 
 namespace skiff {
@@ -122,22 +124,20 @@ Result<PathReq> ReadIdAndPath(const Fields& f) {
   return PathReq{std::move(id), std::move(path)};
 }
 
-json Op(std::string_view name) { return json{{"op", std::string(name)}}; }
+// A caller's count as the agent's int64 field: larger asks for no limit
+// the agent could reach anyway.
+int64_t Saturate(uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX)); }
 
 Result<json> HandleLs(const json& payload, CallContext& ctx) {
   Fields f(payload);
   SKIFF_ASSIGN_OR_RETURN(PathReq r, ReadIdAndPath(f));
-  json op = Op(proto::op::kFsLs);
-  op["path"] = r.path;
-  return ctx.manager.Fs(r.id, op);
+  return ctx.manager.Fs(r.id, proto::FsLsRequest{r.path});
 }
 
 Result<json> HandleStat(const json& payload, CallContext& ctx) {
   Fields f(payload);
   SKIFF_ASSIGN_OR_RETURN(PathReq r, ReadIdAndPath(f));
-  json op = Op(proto::op::kFsStat);
-  op["path"] = r.path;
-  return ctx.manager.Fs(r.id, op);
+  return ctx.manager.Fs(r.id, proto::FsStatRequest{r.path});
 }
 
 Result<json> HandleMkdir(const json& payload, CallContext& ctx) {
@@ -146,21 +146,14 @@ Result<json> HandleMkdir(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> mode_s, f.OptString("mode"));
   SKIFF_ASSIGN_OR_RETURN(bool parents, f.OptBool("parents", false));
   SKIFF_ASSIGN_OR_RETURN(uint32_t mode, fn::ParseMode(mode_s.value_or(std::string(fn::kDefaultDirMode))));
-  json op = Op(proto::op::kFsMkdir);
-  op["path"] = r.path;
-  op["mode"] = mode;
-  op["parents"] = parents;
-  return ctx.manager.Fs(r.id, op);
+  return ctx.manager.Fs(r.id, proto::FsMkdirRequest{r.path, mode, parents});
 }
 
 Result<json> HandleRm(const json& payload, CallContext& ctx) {
   Fields f(payload);
   SKIFF_ASSIGN_OR_RETURN(PathReq r, ReadIdAndPath(f));
   SKIFF_ASSIGN_OR_RETURN(bool recursive, f.OptBool("recursive", false));
-  json op = Op(proto::op::kFsRm);
-  op["path"] = r.path;
-  op["recursive"] = recursive;
-  return ctx.manager.Fs(r.id, op);
+  return ctx.manager.Fs(r.id, proto::FsRmRequest{r.path, recursive});
 }
 
 Result<json> HandleChmod(const json& payload, CallContext& ctx) {
@@ -173,13 +166,13 @@ Result<json> HandleChmod(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(bool recursive, f.OptBool("recursive", false));
   SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
   SKIFF_ASSIGN_OR_RETURN(uint32_t mode, fn::ParseMode(mode_s));
-  json op = Op(proto::op::kFsChmod);
-  op["path"] = path;
-  op["mode"] = mode;
-  if (uid) op["uid"] = *uid;
-  if (gid) op["gid"] = *gid;
-  op["recursive"] = recursive;
-  return ctx.manager.Fs(id, op);
+  proto::FsChmodRequest req;
+  req.path = path;
+  req.mode = mode;
+  if (uid) req.uid = static_cast<uint32_t>(*uid);
+  if (gid) req.gid = static_cast<uint32_t>(*gid);
+  req.recursive = recursive;
+  return ctx.manager.Fs(id, req);
 }
 
 Result<json> HandleMv(const json& payload, CallContext& ctx) {
@@ -189,11 +182,7 @@ Result<json> HandleMv(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::string dst, f.RequiredPath("dst"));
   SKIFF_ASSIGN_OR_RETURN(bool overwrite, f.OptBool("overwrite", false));
   SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
-  json op = Op(proto::op::kFsMv);
-  op["src"] = src;
-  op["dst"] = dst;
-  op["overwrite"] = overwrite;
-  return ctx.manager.Fs(id, op);
+  return ctx.manager.Fs(id, proto::FsMvRequest{src, dst, overwrite});
 }
 
 // S217 "invalid regex pattern: <RE2 error>" when `pattern` does not compile.
@@ -229,16 +218,16 @@ Result<json> HandleGrep(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::optional<uint64_t> max_line, f.OptUint("max_line_bytes"));
   SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
   SKIFF_RETURN_IF_ERROR(CheckRegex(pattern, ignore_case));
-  json op = Op(proto::op::kFsGrep);
-  op["path"] = path;
-  op["pattern"] = pattern;
-  op["recursive"] = recursive;
-  op["ignore_case"] = ignore_case;
-  op["include_glob"] = include;
-  op["exclude_glob"] = exclude;
-  op["max_matches"] = max_matches.value_or(fn::kGrepDefaultMaxMatches);
-  op["max_line_bytes"] = max_line.value_or(fn::kGrepDefaultMaxLineBytes);
-  return ctx.manager.Fs(id, op);
+  proto::FsGrepRequest req;
+  req.path = path;
+  req.pattern = pattern;
+  req.recursive = recursive;
+  req.ignore_case = ignore_case;
+  req.include_glob = include;
+  req.exclude_glob = exclude;
+  req.max_matches = Saturate(max_matches.value_or(fn::kGrepDefaultMaxMatches));
+  req.max_line_bytes = Saturate(max_line.value_or(fn::kGrepDefaultMaxLineBytes));
+  return ctx.manager.Fs(id, req);
 }
 
 Result<json> HandleSed(const json& payload, CallContext& ctx) {
@@ -265,21 +254,21 @@ Result<json> HandleSed(const json& payload, CallContext& ctx) {
   if (files.empty() && !path) return Error(Code::kS210, "sed: one of files or path is required");
   if (pattern.empty()) return Error(Code::kS210, "sed: pattern must not be empty");
   if (regex) SKIFF_RETURN_IF_ERROR(CheckRegex(pattern, ignore_case));
-  json op = Op(proto::op::kFsSed);
+  proto::FsSedRequest req;
   if (path) {
-    op["path"] = *path;
-    op["recursive"] = recursive;
-    op["include_glob"] = include;
-    op["exclude_glob"] = exclude;
+    req.path = *path;
+    req.recursive = recursive;
+    req.include_glob = include;
+    req.exclude_glob = exclude;
   } else {
-    op["files"] = files;
+    req.files = files;
   }
-  op["pattern"] = pattern;
-  op["replacement"] = replacement;
-  op["regex"] = regex;
-  op["first_only"] = first_only;
-  op["ignore_case"] = ignore_case;
-  return ctx.manager.Fs(id, op);
+  req.pattern = pattern;
+  req.replacement = replacement;
+  req.regex = regex;
+  req.first_only = first_only;
+  req.ignore_case = ignore_case;
+  return ctx.manager.Fs(id, req);
 }
 
 // fs::write body: string, channel reference, or base64.

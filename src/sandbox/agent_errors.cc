@@ -2,23 +2,23 @@
 
 #include <string>
 
+#include "protocol/messages.h"
+
 namespace skiff {
 
 Error FromAgentError(const nlohmann::json& j) {
-  auto code = CodeFromName(j.value("code", std::string("S300"))).value_or(Code::kS300);
-  Error e(code, j.value("message", std::string("agent error")));
-  if (j.contains("fix") && j["fix"].is_object()) e.set_fix(j["fix"]);
-  return e;
+  auto e = proto::AgentError::FromJson(j);
+  if (!e.ok()) return std::move(e).error();
+  return e->ToError();
 }
 
 Error SandboxStopped(std::string_view sandbox_id) {
   return Error(Code::kS004, "sandbox already stopped: " + std::string(sandbox_id));
 }
 
-Error AgentConnectionError(AgentCall call, std::string_view failure, std::string_view sandbox_id,
-                           const std::function<std::string()>& exit_report) {
-  // The text proto::Client gives a connection the host closed itself.
-  if (failure == "closed by host") return SandboxStopped(sandbox_id);
+Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::string_view failure,
+                           std::string_view sandbox_id, const std::function<std::string()>& exit_report) {
+  if (reason == proto::CloseReason::kClosedByHost) return SandboxStopped(sandbox_id);
   switch (call) {
     case AgentCall::kFs:
       return Error(Code::kS216, "fs i/o error: sandbox transport: " + std::string(failure));

@@ -10,10 +10,12 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "protocol/client.h"
 
 namespace skiff {
 
-// The agent's ERROR event ({"code","message","fix"}) as an Error.
+// The agent's ERROR event ({"code","message","fix"}) as an Error; an ERROR
+// that does not read as proto::AgentError is S300 saying so.
 Error FromAgentError(const nlohmann::json& j);
 
 // S004 "sandbox already stopped: <id>".
@@ -25,13 +27,14 @@ enum class AgentCall {
   kExec,  // an exec stream
 };
 
-// Maps the end of an agent connection (`failure`: the client's failure text
-// or the stream's CLOSED message; or a transport error's message) to the
-// call's error. Closed by the host (a stop, reap or shutdown): S004
-// "sandbox already stopped: <id>". Otherwise, for kFs: S216 "fs i/o error:
-// sandbox transport: <failure>"; for kExec: S300 "the sandbox's agent died
-// (<failure>)[: <exit_report()>]" (`exit_report` is asked only then).
-Error AgentConnectionError(AgentCall call, std::string_view failure, std::string_view sandbox_id,
+// Maps the end of an agent connection to the call's error: `reason` is why
+// it ended (proto::Client::close_reason(), or a kClosed event's), `failure`
+// the text for the message. Closed by the host (a stop, reap or shutdown):
+// S004 "sandbox already stopped: <id>". Otherwise, for kFs: S216 "fs i/o
+// error: sandbox transport: <failure>"; for kExec: S300 "the sandbox's agent
+// died (<failure>)[: <exit_report()>]" (`exit_report` is asked only then).
+Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::string_view failure,
+                           std::string_view sandbox_id,
                            const std::function<std::string()>& exit_report = nullptr);
 
 }  // namespace skiff

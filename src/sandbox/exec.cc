@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "base/thread.h"
 #include "base/unique_fd.h"
+#include "protocol/exec_messages.h"
 #include "protocol/ops.h"
 #include "sandbox/agent_errors.h"
 #include "sandbox/manager.h"
@@ -65,18 +66,18 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
 
   std::vector<std::string> env = LayeredEnv(*sb, spec.env);
   std::string cwd = spec.workdir.value_or(sb->image_workdir.empty() ? "/" : sb->image_workdir);
-  nlohmann::json req = {{"op", proto::op::kExec},
-                        {"argv", spec.argv},
-                        {"env", env},
-                        {"cwd", cwd},
-                        {"timeout_ms", effective},
-                        {"stdin", !spec.stdin_bytes.empty()},
-                        {"output_limit", kOutputLimit}};
+  proto::ExecRequest req;
+  req.argv = spec.argv;
+  req.env = std::move(env);
+  req.cwd = std::move(cwd);
+  req.timeout_ms = static_cast<int64_t>(effective);
+  req.has_stdin = !spec.stdin_bytes.empty();
+  req.output_limit = static_cast<int64_t>(kOutputLimit);
   // The image's User (OCI config), resolved by the agent inside the sandbox;
   // root needs no switch.
   if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" && sb->image_user != "0:0")
-    req["user"] = sb->image_user;
-  auto stream_or = sb->client->Open(req);
+    req.user = sb->image_user;
+  auto stream_or = sb->client->Open(req.ToJson());
   if (!stream_or.ok()) {
     if (registry_.Stopping(*sb)) return SandboxStopped(sb->id);
     return Platform("exec", stream_or.error().message());
@@ -145,17 +146,19 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
       case proto::Event::Kind::kEnd:
         break;
       case proto::Event::Kind::kResult: {
-        const auto& r = ev->json;
+        auto parsed = proto::ExecResult::FromJson(ev->json);
         uint64_t ms = elapsed();
-        out.truncated = out.truncated || r.value("stdout_truncated", false);
-        err.truncated = err.truncated || r.value("stderr_truncated", false);
-        if (r.value("timed_out", false))
+        if (!parsed.ok())
+          return std::move(parsed).error().With("reading the agent's exec result").set_details(details(ms));
+        const proto::ExecResult& r = *parsed;
+        out.truncated = out.truncated || r.stdout_truncated;
+        err.truncated = err.truncated || r.stderr_truncated;
+        if (r.timed_out)
           return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
               .set_details(details(ms));
-        if (r.value("cancelled", false) || registry_.Stopping(*sb))
-          return SandboxStopped(sb->id).set_details(details(ms));
+        if (r.cancelled || registry_.Stopping(*sb)) return SandboxStopped(sb->id).set_details(details(ms));
         ExecResult res;
-        res.exit_code = r.value("exit_code", 0);
+        res.exit_code = r.exit_code;
         res.stdout_text = SanitizeUtf8(out.bytes);
         res.stderr_text = SanitizeUtf8(err.bytes);
         res.stdout_truncated = out.truncated;
@@ -169,7 +172,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
         // Closed by us = a stop or reap cut the exec short (S004); anything
         // else means the agent (and with it the sandbox) died (S300).
         uint64_t ms = elapsed();
-        return AgentConnectionError(AgentCall::kExec, sb->client->failure(), sb->id,
+        return AgentConnectionError(AgentCall::kExec, ev->close_reason, sb->client->failure(), sb->id,
                                     [&] { return sb->instance ? sb->instance->ExitReport() : std::string(); })
             .set_details(details(ms));
       }

@@ -3,6 +3,7 @@
 #include "base/json_limits.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
+#include "protocol/fs_messages.h"
 #include "protocol/ops.h"
 #include "sandbox/agent_errors.h"
 
@@ -26,13 +27,16 @@ Result<nlohmann::json> FinishFs(proto::Stream& s, const std::string& sandbox_id)
       case proto::Event::Kind::kResult: {
         if (!ev->json.value("result_in_data", false)) return std::move(ev->json);
         auto j = ParseJsonBounded(spill);
-        if (j.is_discarded()) return AgentConnectionError(AgentCall::kFs, "malformed result", sandbox_id);
+        if (j.is_discarded())
+          return AgentConnectionError(AgentCall::kFs, proto::CloseReason::kProtocolError, "malformed result",
+                                      sandbox_id);
         return j;
       }
       case proto::Event::Kind::kError:
         return FromAgentError(ev->json);
       case proto::Event::Kind::kClosed:
-        return AgentConnectionError(AgentCall::kFs, ev->json.value("message", std::string()), sandbox_id);
+        return AgentConnectionError(AgentCall::kFs, ev->close_reason,
+                                    ev->json.value("message", std::string()), sandbox_id);
       default:
         break;
     }
@@ -44,24 +48,28 @@ Result<nlohmann::json> FinishFs(proto::Stream& s, const std::string& sandbox_id)
 FsClient::FsClient(Sandbox& sandbox, std::function<bool()> stopping)
     : sb_(sandbox), stopping_(std::move(stopping)) {}
 
-Result<nlohmann::json> FsClient::Call(const nlohmann::json& op) {
+Result<nlohmann::json> FsClient::Call(const proto::FsCall& call) {
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
-  auto s = sb_.client->Open(op);
-  if (!s.ok()) return AgentConnectionError(AgentCall::kFs, s.error().message(), sb_.id);
+  auto s = sb_.client->Open(proto::ToJson(call));
+  if (!s.ok()) return OpenFailed(s.error());
   (void)(*s)->End(proto::kStdin);
   auto r = FinishFs(**s, sb_.id);
   if (!r.ok() && r.error().code() == Code::kS004) return SandboxStopped(sb_.id);
-  return r;
+  if (!r.ok()) return r;
+  return proto::CheckAnswer(call, *r);
+}
+
+Error FsClient::OpenFailed(const Error& e) const {
+  return AgentConnectionError(AgentCall::kFs, sb_.client->close_reason(), e.message(), sb_.id);
 }
 
 Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, bool parents,
                                        const ByteSource& source) {
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
-  nlohmann::json op = {{"op", proto::op::kFsWrite}, {"path", path}, {"mode", mode}, {"parents", parents}};
-  auto so = sb_.client->Open(op);
-  if (!so.ok()) return AgentConnectionError(AgentCall::kFs, so.error().message(), sb_.id);
+  auto so = sb_.client->Open(proto::FsWriteRequest{path, mode, parents}.ToJson());
+  if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   int64_t last_touch = MonotonicMillis();
   for (;;) {
@@ -86,16 +94,20 @@ Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, b
   }
   auto r = FinishFs(*s, sb_.id);
   if (!r.ok() && r.error().code() == Code::kS004) return SandboxStopped(sb_.id);
-  if (r.ok()) (*r)["path"] = path;
-  return r;
+  if (!r.ok()) return r;
+  auto written = proto::FsWriteResult::FromJson(*r);
+  if (!written.ok()) return std::move(written).error().With("reading the agent's fs.write result");
+  nlohmann::json out = written->ToJson();
+  out["path"] = path;
+  return out;
 }
 
 Status FsClient::Read(const std::string& path, const std::function<void(const FsReadMeta&)>& on_meta,
                       const ByteSink& sink) {
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
-  auto so = sb_.client->Open({{"op", proto::op::kFsRead}, {"path", path}});
-  if (!so.ok()) return AgentConnectionError(AgentCall::kFs, so.error().message(), sb_.id);
+  auto so = sb_.client->Open(proto::FsReadRequest{path}.ToJson());
+  if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   (void)s->End(proto::kStdin);
   int64_t last_touch = MonotonicMillis();
@@ -104,10 +116,15 @@ Status FsClient::Read(const std::string& path, const std::function<void(const Fs
     if (!ev) continue;
     switch (ev->kind) {
       case proto::Event::Kind::kMeta: {
+        auto meta = proto::FsReadMeta::FromJson(ev->json);
+        if (!meta.ok()) {
+          s->Cancel();
+          return std::move(meta).error().With("reading the agent's fs.read META");
+        }
         FsReadMeta m;
-        m.size = ev->json.value("size", uint64_t{0});
-        m.mode = ev->json.value("mode", std::string("0000"));
-        m.mtime = ev->json.value("mtime", int64_t{0});
+        m.size = static_cast<uint64_t>(meta->size);
+        m.mode = meta->mode;
+        m.mtime = meta->mtime;
         if (on_meta) on_meta(m);
         break;
       }
@@ -128,7 +145,8 @@ Status FsClient::Read(const std::string& path, const std::function<void(const Fs
       case proto::Event::Kind::kError:
         return FromAgentError(ev->json);
       case proto::Event::Kind::kClosed:
-        return AgentConnectionError(AgentCall::kFs, ev->json.value("message", std::string()), sb_.id);
+        return AgentConnectionError(AgentCall::kFs, ev->close_reason,
+                                    ev->json.value("message", std::string()), sb_.id);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "protocol/fs_call.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/types.h"
 
@@ -20,8 +21,9 @@ class FsClient {
   // registry's lock).
   FsClient(Sandbox& sandbox, std::function<bool()> stopping);
 
-  // A non-streaming op ({"op":"fs.ls",...}); returns the agent's RESULT.
-  Result<nlohmann::json> Call(const nlohmann::json& op);
+  // A one-shot op; returns the agent's RESULT, checked against the op's
+  // answer type.
+  Result<nlohmann::json> Call(const proto::FsCall& call);
   // fs::write of the bytes `source` yields.
   Result<nlohmann::json> Write(const std::string& path, uint32_t mode, bool parents,
                                const ByteSource& source);
@@ -30,6 +32,9 @@ class FsClient {
               const ByteSink& sink);
 
  private:
+  // An Open that failed: the connection's end, mapped (agent_errors.h).
+  Error OpenFailed(const Error& e) const;
+
   Sandbox& sb_;
   std::function<bool()> stopping_;
 };

@@ -276,9 +276,9 @@ Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {
 
 std::vector<ListEntry> SandboxManager::List() { return registry_.List(); }
 
-Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const nlohmann::json& op) {
+Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
-  return FsClient(*sb, [this, &sb] { return registry_.Stopping(*sb); }).Call(op);
+  return FsClient(*sb, [this, &sb] { return registry_.Stopping(*sb); }).Call(call);
 }
 
 Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, const std::string& path,

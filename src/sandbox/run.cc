@@ -35,7 +35,7 @@ Result<ExecResult> SandboxManager::Run(const RunSpec& spec, OutputSink* sink) {
   auto w = FsWrite(id, lang.file, 0644, /*parents=*/true, once(spec.code));
   if (!w.ok()) return finish(WrapRunStep(w.error(), kRunStepCode, id));
   if (lang.bash) {
-    auto st = Fs(id, {{"op", proto::op::kFsStat}, {"path", "/bin/bash"}});
+    auto st = Fs(id, proto::FsStatRequest{"/bin/bash"});
     if (!st.ok()) lang.program = "/bin/sh";
   }
   ExecSpec es;

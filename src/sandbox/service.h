@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "images/catalog.h"
+#include "protocol/fs_call.h"
 #include "sandbox/types.h"
 
 namespace skiff {
@@ -26,9 +27,9 @@ class SandboxService {
   virtual Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) = 0;
   virtual std::vector<CatalogEntry> CatalogList() = 0;
 
-  // A non-streaming fs op: `op` is the agent request ({"op":"fs.ls",...}),
-  // already validated. Returns the agent's RESULT (the spec's response).
-  virtual Result<nlohmann::json> Fs(const std::string& sandbox_id, const nlohmann::json& op) = 0;
+  // A one-shot fs op, already validated. Returns the agent's RESULT (the
+  // spec's response), checked against the op's answer type.
+  virtual Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) = 0;
   // fs::write from a stream (or a string: a source returning it once).
   virtual Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path,
                                          uint32_t mode, bool parents, const ByteSource& source) = 0;

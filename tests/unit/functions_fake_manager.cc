@@ -42,9 +42,10 @@ Result<ExecResult> FakeSandboxService::Run(const RunSpec& spec, OutputSink*) {
 
 std::vector<CatalogEntry> FakeSandboxService::CatalogList() { return Fake().catalog; }
 
-Result<nlohmann::json> FakeSandboxService::Fs(const std::string& id, const nlohmann::json& op) {
+Result<nlohmann::json> FakeSandboxService::Fs(const std::string& id, const proto::FsCall& call) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
-  Fake().fs_calls.emplace_back(id, op);
+  // Recorded as the agent would receive it, so the tests pin the wire.
+  Fake().fs_calls.emplace_back(id, proto::ToJson(call));
   return Fake().fs_result;
 }
 

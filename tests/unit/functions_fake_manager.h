@@ -53,7 +53,7 @@ class FakeSandboxService : public SandboxService {
   std::vector<ListEntry> List() override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;
   std::vector<CatalogEntry> CatalogList() override;
-  Result<nlohmann::json> Fs(const std::string& sandbox_id, const nlohmann::json& op) override;
+  Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) override;
   Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
                                  bool parents, const ByteSource& source) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,

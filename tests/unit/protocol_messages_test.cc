@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "protocol/fs_call.h"
 #include "protocol/hello.h"
 #include "protocol/message_fields.h"
 #include "protocol/messages.h"
@@ -430,6 +431,33 @@ TEST(ProtocolMessageFields, ReadersMatchTheAgentsRules) {
   EXPECT_EQ(*Mode(json::object(), "mode", 0755u), 0755u);
   EXPECT_EQ(Path(json::object(), "path").error().message(), "invalid request: path: expected a string");
   EXPECT_EQ(Path(json{{"path", ""}}, "path").error().message(), "invalid request: path: must not be empty");
+}
+
+TEST(FsCall, CarriesEachOneShotRequestAndChecksItsAnswer) {
+  FsCall ls = FsLsRequest{"/tmp"};
+  EXPECT_EQ(OpName(ls), "fs.ls");
+  EXPECT_EQ(ToJson(ls), (json{{"op", "fs.ls"}, {"path", "/tmp"}}));
+  json entry = {{"name", "a"},    {"is_dir", false},     {"size", 3},
+                {"mode", "0644"}, {"mtime", 1700000000}, {"is_symlink", false}};
+  auto good = CheckAnswer(ls, json{{"entries", json::array({entry})}});
+  ASSERT_TRUE(good.ok()) << good.error().ToString();
+  EXPECT_EQ(*good, (json{{"entries", json::array({entry})}}));
+  // A hostile agent's RESULT never reaches the caller: wrong shapes are S300.
+  for (const json& bad : {json::object(), json{{"entries", "x"}},
+                          json{{"entries", json::array({json{{"name", 1}}})}}, json::array()}) {
+    auto r = CheckAnswer(ls, bad);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.error().code(), Code::kS300);
+    EXPECT_NE(r.error().message().find("fs.ls"), std::string::npos) << r.error().message();
+  }
+  // Each op is checked against its own answer: an ls answer is not a stat's.
+  FsCall stat = FsStatRequest{"/tmp/a"};
+  EXPECT_TRUE(CheckAnswer(stat, entry).ok());
+  EXPECT_FALSE(CheckAnswer(stat, json{{"entries", json::array()}}).ok());
+  FsCall rm = FsRmRequest{"/x", true};
+  EXPECT_EQ(ToJson(rm), (json{{"op", "fs.rm"}, {"path", "/x"}, {"recursive", true}}));
+  EXPECT_TRUE(CheckAnswer(rm, json{{"removed", true}}).ok());
+  EXPECT_FALSE(CheckAnswer(rm, json{{"removed", "yes"}}).ok());
 }
 
 }  // namespace

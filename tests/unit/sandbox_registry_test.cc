@@ -178,21 +178,27 @@ TEST(SandboxRegistryLifecycle, ShutdownTakesEverythingAndRefusesNewWork) {
 
 TEST(AgentErrors, ClosedByHostIsAStop) {
   for (AgentCall call : {AgentCall::kFs, AgentCall::kExec}) {
-    Error e = AgentConnectionError(call, "closed by host", "id1");
+    Error e = AgentConnectionError(call, proto::CloseReason::kClosedByHost, "closed by host", "id1");
     EXPECT_EQ(e.code(), Code::kS004);
     EXPECT_EQ(e.message(), "sandbox already stopped: id1");
   }
 }
 
-TEST(AgentErrors, FsTransport) {
-  Error e = AgentConnectionError(AgentCall::kFs, "agent channel closed: closed by host", "id1");
+TEST(AgentErrors, TheReasonDecidesNotTheText) {
+  // Only the host's own close is a stop; a text that reads like one is not.
+  Error e = AgentConnectionError(AgentCall::kFs, proto::CloseReason::kAgentHungUp, "closed by host", "id1");
   EXPECT_EQ(e.code(), Code::kS216);
-  EXPECT_EQ(e.message(), "fs i/o error: sandbox transport: agent channel closed: closed by host");
+}
+
+TEST(AgentErrors, FsTransport) {
+  Error e = AgentConnectionError(AgentCall::kFs, proto::CloseReason::kIoError, "read: EIO", "id1");
+  EXPECT_EQ(e.code(), Code::kS216);
+  EXPECT_EQ(e.message(), "fs i/o error: sandbox transport: read: EIO");
 }
 
 TEST(AgentErrors, ExecAgentDied) {
   bool asked = false;
-  Error e = AgentConnectionError(AgentCall::kExec, "read: EIO", "id1", [&] {
+  Error e = AgentConnectionError(AgentCall::kExec, proto::CloseReason::kIoError, "read: EIO", "id1", [&] {
     asked = true;
     return std::string("exit status 137");
   });
@@ -202,21 +208,26 @@ TEST(AgentErrors, ExecAgentDied) {
       << e.message();
   // A stop does not ask for the exit report.
   asked = false;
-  (void)AgentConnectionError(AgentCall::kExec, "closed by host", "id1", [&] {
-    asked = true;
-    return std::string();
-  });
+  (void)AgentConnectionError(AgentCall::kExec, proto::CloseReason::kClosedByHost, "closed by host", "id1",
+                             [&] {
+                               asked = true;
+                               return std::string();
+                             });
   EXPECT_FALSE(asked);
 }
 
-TEST(AgentErrors, FromAgentErrorKeepsCodeAndFix) {
+TEST(AgentErrors, FromAgentErrorKeepsCodeAndFixAndRefusesAMalformedOne) {
   Error e = FromAgentError({{"code", "S211"}, {"message", "no such file"}, {"fix", {{"path", "/x"}}}});
   EXPECT_EQ(e.code(), Code::kS211);
   EXPECT_EQ(e.message(), "no such file");
   EXPECT_EQ(e.fix(), (nlohmann::json{{"path", "/x"}}));
-  Error unknown = FromAgentError(nlohmann::json::object());
-  EXPECT_EQ(unknown.code(), Code::kS300);
-  EXPECT_EQ(unknown.message(), "agent error");
+  for (const nlohmann::json& bad :
+       {nlohmann::json::object(), nlohmann::json{{"code", "S999"}, {"message", "x"}},
+        nlohmann::json{{"code", "S211"}, {"message", 7}}, nlohmann::json("S211")}) {
+    Error u = FromAgentError(bad);
+    EXPECT_EQ(u.code(), Code::kS300) << bad.dump();
+    EXPECT_NE(u.message().find("agent sent a malformed ERROR"), std::string::npos) << u.message();
+  }
 }
 
 }  // namespace
