@@ -49,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t nl = in.find('\n');
   const std::string_view method_text = in.substr(0, nl);
   const std::string_view target = nl == std::string_view::npos ? "" : in.substr(nl + 1);
-  const auto method = boost::beast::http::string_to_verb(method_text);
+  const auto method =
+      boost::beast::http::string_to_verb(boost::beast::string_view(method_text.data(), method_text.size()));
   if (auto t = skiff::api::SplitTarget(target)) Check(method, t->path);
   Check(method, target);
   return 0;
