@@ -1,6 +1,11 @@
 # Small helpers in the spirit of abseil's absl_cc_library / absl_cc_test.
 
-# skiff_library(NAME name SRCS ... DEPS ... [AGENT])
+# skiff_library(NAME name SRCS ... DEPS ... [PUBLIC ...] [AGENT])
+# Dependencies are PRIVATE: linking a library does not hand its
+# dependencies' usage requirements to its consumers. Those after the PUBLIC
+# keyword in DEPS are propagated; they are the ones whose headers the
+# library's own headers include. (A static library's private dependencies
+# are still linked into whatever links it.)
 # AGENT: the static skiff-agent links this library too, as ${name}_for_agent.
 # That is the library itself, or, when SKIFF_SANITIZE is set, an
 # uninstrumented copy of it (same sources, same settings, dependencies
@@ -10,7 +15,7 @@ function(skiff_library)
   cmake_parse_arguments(L "AGENT" "NAME" "SRCS;DEPS" ${ARGN})
   add_library(${L_NAME} STATIC ${L_SRCS})
   target_include_directories(${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(${L_NAME} PUBLIC ${L_DEPS})
+  target_link_libraries(${L_NAME} PRIVATE ${L_DEPS})
   string(REGEX REPLACE "^skiff_" "" short "${L_NAME}")
   add_library(skiff::${short} ALIAS ${L_NAME})
   if(L_AGENT AND SKIFF_SANITIZE)

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "agent/agent.h"
@@ -15,7 +16,9 @@
 #include "base/log.h"
 #include "confine/confine.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   int fd = -1;
   bool vm = false;
   for (int i = 1; i < argc; ++i) {
@@ -67,4 +70,19 @@ int main(int argc, char** argv) {
   opt.child_policy = &*policy;
   opt.vm = vm;
   return skiff::agent::RunAgent(skiff::UniqueFd(fd), opt);
+}
+
+}  // namespace
+
+// An exception out of the agent would end PID 1 in std::terminate, with no
+// word of why: it is logged and the agent exits with status 1.
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    SKIFF_LOG(Error) << "uncaught exception: " << e.what();
+  } catch (...) {
+    SKIFF_LOG(Error) << "uncaught exception of unknown type";
+  }
+  return 1;
 }

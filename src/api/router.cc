@@ -8,15 +8,7 @@ namespace {
 
 using boost::beast::http::verb;
 
-struct Entry {
-  verb method;
-  Route route;
-  Handler handler;
-};
-
-// Every endpoint, one row per method it accepts. A route's rows are in the
-// order its Allow header lists them.
-constexpr std::array<Entry, 10> kTable = {{
+constexpr std::array<RouteEntry, 10> kTable = {{
     {verb::get, Route::kEngine, Handler::kUpgrade},
     {verb::get, Route::kOtel, Handler::kUpgrade},
     {verb::get, Route::kChannel, Handler::kUpgrade},
@@ -31,6 +23,8 @@ constexpr std::array<Entry, 10> kTable = {{
 
 }  // namespace
 
+std::span<const RouteEntry> RouteTable() { return kTable; }
+
 Dispatch RouteRequest(verb method, std::string_view decoded_path) {
   RouteMatch rm = MatchRoute(decoded_path);
   Dispatch d;
@@ -38,7 +32,7 @@ Dispatch RouteRequest(verb method, std::string_view decoded_path) {
   d.param = std::move(rm.param);
   if (rm.route == Route::kNotFound) return d;
   d.outcome = Dispatch::Outcome::kMethodNotAllowed;
-  for (const Entry& e : kTable) {
+  for (const RouteEntry& e : kTable) {
     if (e.route != rm.route) continue;
     if (!d.allow.empty()) d.allow += ", ";
     d.allow += std::string(boost::beast::http::to_string(e.method));

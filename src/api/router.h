@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/beast/http/verb.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,17 @@ enum class Handler {
   kFileGet,       // GET  /v1/sandboxes/{id}/files
   kFilePut,       // PUT  /v1/sandboxes/{id}/files
 };
+
+// One row of the table: a method a route accepts and the handler it runs.
+struct RouteEntry {
+  boost::beast::http::verb method;
+  Route route;
+  Handler handler;
+};
+
+// Every endpoint, one row per method it accepts; a route's rows are in the
+// order its Allow header lists them.
+std::span<const RouteEntry> RouteTable();
 
 struct Dispatch {
   enum class Outcome { kFound, kNotFound, kMethodNotAllowed };

@@ -142,9 +142,13 @@ inline Status OkStatus() { return Ok{}; }
     auto _skiff_st = (expr);                                  \
     if (!_skiff_st.ok()) return std::move(_skiff_st).error(); \
   } while (0)
+// `lhs` is a declaration or an lvalue and `tmp` a name: neither can be
+// parenthesised (expr is).
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SKIFF_ASSIGN_OR_RETURN(lhs, expr) \
   SKIFF_ASSIGN_OR_RETURN_IMPL(SKIFF_CONCAT(_skiff_r, __LINE__), lhs, expr)
 #define SKIFF_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.ok()) return std::move(tmp).error();     \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -22,10 +22,12 @@ Result<Process> Spawn(const std::vector<std::string>& argv, const SpawnOptions& 
   if (!prog) return Error::Sys(Code::kS300, "spawn", argv[0], ENOENT);
 
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::vector<char*> envp;
   if (options.env) {
+    envp.reserve(options.env->size() + 1);
     for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
   }

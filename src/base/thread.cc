@@ -19,7 +19,7 @@ void RunGuarded(const std::string& name, const std::function<void()>& body) noex
   }
 }
 
-Result<std::thread> StartThread(std::string name, std::function<void()> body) {
+Result<std::thread> StartThread(const std::string& name, std::function<void()> body) {
   try {
     // `name` is copied, not moved: the catch below still needs it.
     return std::thread([name, body = std::move(body)]() mutable { RunGuarded(name, body); });

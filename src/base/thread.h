@@ -16,7 +16,7 @@ namespace skiff {
 // Starts `body` on a new thread. An exception escaping `body` is logged as
 // "<name>: uncaught exception: <what>" and ends only that thread. Failure
 // to create the thread is S300 naming `name`.
-Result<std::thread> StartThread(std::string name, std::function<void()> body);
+Result<std::thread> StartThread(const std::string& name, std::function<void()> body);
 
 // Runs `body` here, with the same guard (for bodies run by a thread the
 // caller did not create, such as an io_context's workers).

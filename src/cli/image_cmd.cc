@@ -34,7 +34,8 @@ int Report(const Result<images::ImageMeta>& r, const Store& store, int64_t t0) {
     return 1;
   }
   std::printf("%s  sha256:%s  %s  %.1f s  %.0f MiB\n", r->name.c_str(), r->digest.c_str(), r->source.c_str(),
-              (MonotonicMillis() - t0) / 1000.0, images::TreeBytes(store.RootfsDir(r->digest)) / 1048576.0);
+              static_cast<double>(MonotonicMillis() - t0) / 1000.0,
+              static_cast<double>(images::TreeBytes(store.RootfsDir(r->digest))) / 1048576.0);
   return 0;
 }
 
@@ -131,7 +132,8 @@ void AddImageCommands(CLI::App& app, int& rc) {
       rc = 1;
       return;
     }
-    std::printf("removed %s, freed %.1f MiB\n", f->name.c_str(), r->bytes_freed / 1048576.0);
+    std::printf("removed %s, freed %.1f MiB\n", f->name.c_str(),
+                static_cast<double>(r->bytes_freed) / 1048576.0);
   });
 
   auto* gc =
@@ -144,7 +146,8 @@ void AddImageCommands(CLI::App& app, int& rc) {
       rc = 1;
       return;
     }
-    std::printf("removed %zu entries, freed %.1f MiB\n", r->removed.size(), r->bytes_freed / 1048576.0);
+    std::printf("removed %zu entries, freed %.1f MiB\n", r->removed.size(),
+                static_cast<double>(r->bytes_freed) / 1048576.0);
     for (const auto& d : r->kept_in_use) {
       std::printf("kept sha256:%s: in use by a running sandbox\n", d.substr(0, 12).c_str());
     }

@@ -13,6 +13,7 @@
 #include "base/sha256.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
+#include "images/archive_path.h"
 #include "images/build.h"
 #include "images/install.h"
 #include "images/oci.h"
@@ -22,30 +23,6 @@ namespace skiff::images {
 namespace {
 
 Error BadArchive(const std::string& detail) { return InvalidRequest("image archive: " + detail); }
-
-std::string Normalize(const std::string& path, bool* ok) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  *ok = true;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    std::string c = path.substr(i, j - i);
-    if (c == "..") {
-      if (out.empty()) {
-        *ok = false;
-        return "";
-      }
-      out.pop_back();
-    } else if (!c.empty() && c != ".") {
-      out.push_back(c);
-    }
-    i = j + 1;
-  }
-  std::string s;
-  for (const auto& c : out) s += (s.empty() ? "" : "/") + c;
-  return s;
-}
 
 // The outer archive unpacked as a flat set of files: path -> staged file.
 // Symlinks between members (newer `docker save` links layer.tar into
@@ -69,13 +46,13 @@ class Members {
       const char* p = archive_entry_pathname(e);
       if (!p) return BadArchive("member without a name");
       bool ok;
-      std::string path = Normalize(p, &ok);
+      std::string path = NormalizeArchivePath(p, &ok);
       if (!ok) return BadArchive("member escapes the archive: " + std::string(p));
       if (++n > 100000) return BadArchive("too many members");
       mode_t type = archive_entry_filetype(e);
       if (const char* hl = archive_entry_hardlink(e)) {
         bool hok;
-        std::string t = Normalize(hl, &hok);
+        std::string t = NormalizeArchivePath(hl, &hok);
         if (!hok) return BadArchive("member escapes the archive: " + std::string(hl));
         links_[path] = "/" + t;
       } else if (type == AE_IFLNK) {
@@ -98,7 +75,7 @@ class Members {
   // The staged file for a member path, following member symlinks.
   std::optional<std::string> File(std::string path) const {
     bool ok;
-    path = Normalize(path, &ok);
+    path = NormalizeArchivePath(path, &ok);
     for (int hops = 0; ok && hops < 16; ++hops) {
       if (auto f = files_.find(path); f != files_.end()) return f->second;
       auto l = links_.find(path);
@@ -108,7 +85,7 @@ class Members {
         auto slash = path.rfind('/');
         target = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + target;
       }
-      path = Normalize(target, &ok);
+      path = NormalizeArchivePath(target, &ok);
     }
     return std::nullopt;
   }

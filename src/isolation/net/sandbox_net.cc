@@ -537,6 +537,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
   args.insert(args.end(), {"--enable-sandbox", "--enable-seccomp", "--exit-fd=3", "--ready-fd=4",
                            "--netns-type=path", "/proc/self/fd/5", kSlirpTap});
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   char env0[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
