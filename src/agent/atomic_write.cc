@@ -58,7 +58,7 @@ Result<AtomicWrite> AtomicWrite::Begin(const std::string& path, uint32_t mode, b
   } else {
     SKIFF_RETURN_IF_ERROR(CheckParent(path));
   }
-  // The parent is followed (spec §3.0); the leaf is acted on via *at().
+  // The parent is followed (docs/api.md#filesystem-rules-sandboxfs); the leaf is acted on via *at().
   w.dir_.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!w.dir_) {
     if (errno == ENOENT && !parents) return MissingParent(parent);

@@ -1,4 +1,4 @@
-// fs.grep (spec §3): RE2 search of one file or a tree walked by fs_walk.h.
+// fs.grep (docs/api.md#filesystem-rules-sandboxfs): RE2 search of one file or a tree walked by fs_walk.h.
 
 #include <fcntl.h>
 #include <sys/stat.h>

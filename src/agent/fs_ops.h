@@ -1,4 +1,4 @@
-// The synchronous filesystem operations of the agent (spec §3). Each takes
+// The synchronous filesystem operations of the agent (docs/api.md#filesystem-rules-sandboxfs). Each takes
 // the OPEN request and returns the RESULT JSON or a typed Error. fs.write and
 // fs.read are streaming and live in the agent loop; their open/commit steps
 // (atomic_write.h, OpenForRead) are here so they can be tested without the

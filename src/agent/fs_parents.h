@@ -1,6 +1,6 @@
 // Parent directories of a path being created (fs.mkdir, fs.write):
 // checking that one exists, or creating the missing ones. Paths are
-// followed (spec §3.0); errors are the spec's typed fs errors.
+// followed (docs/api.md#filesystem-rules-sandboxfs); errors are the spec's typed fs errors.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// fs.sed (spec §3): RE2 replacement in listed files or a tree walked by
+// fs.sed (docs/api.md#filesystem-rules-sandboxfs): RE2 replacement in listed files or a tree walked by
 // fs_walk.h; each edited file is rewritten through an AtomicWrite.
 
 #include <fcntl.h>

@@ -18,7 +18,7 @@ namespace skiff::agent {
 // "0644": the 4-digit octal string of mode & 07777.
 std::string ModeString(uint32_t mode);
 
-// An FsEntry (spec §1.5) from an lstat result.
+// An FsEntry (docs/api.md#fs_entry) from an lstat result.
 proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st);
 
 // Final path component; the path as given when it has none ("/").
@@ -30,7 +30,7 @@ std::string LeafOf(std::string_view path);
 // `root` joined with the relative path `rel` ("" = root itself).
 std::string JoinPath(std::string_view root, std::string_view rel);
 
-// Glob matching of spec §3.0 against a path relative to the walk root.
+// Glob matching of docs/api.md#filesystem-rules-sandboxfs against a path relative to the walk root.
 // A pattern without '/' matches the basename; with '/', the whole path.
 // '*' = any run except '/', '?' = one character except '/', '**' as a whole
 // segment = zero or more directories. No character classes.
@@ -39,7 +39,7 @@ bool GlobMatch(std::string_view pattern, std::string_view rel_path);
 bool GlobSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
                   std::string_view rel_path);
 
-// Expands a sed replacement (spec §3.10): $N ${N} $name ${name} $$. `group`
+// Expands a sed replacement (docs/api.md#sandboxfssed): $N ${N} $name ${name} $$. `group`
 // returns the text of group N (nullopt = no such group), `named` maps a name
 // to its group number (nullopt = unknown).
 void ExpandReplacement(std::string_view repl, const std::vector<std::string_view>& groups,

@@ -1,4 +1,4 @@
-// One side (reader or writer) of a data channel over WebSocket (spec §8.4),
+// One side (reader or writer) of a data channel over WebSocket (docs/api.md#enginechannelscreate),
 // with backpressure: a frame is read from the writer only once the channel
 // has room, and frames go to the reader one at a time.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace skiff::api {
 
-// A data channel side (spec §8.4).
+// A data channel side (docs/api.md#enginechannelscreate).
 template <class Protocol>
 class ChannelSession : public WsBase<Protocol> {
   using Base = WsBase<Protocol>;
@@ -19,11 +19,11 @@ class ChannelSession : public WsBase<Protocol> {
  public:
   ChannelSession(Server::Impl& srv, typename Base::Stream&& s, std::shared_ptr<Channel> ch, bool writer)
       : Base(srv, std::move(s)), ch_(std::move(ch)), writer_(writer) {
-    // One WebSocket frame per channel frame (spec §3.5: binary frames of at
+    // One WebSocket frame per channel frame (docs/api.md#sandboxfsread: binary frames of at
     // most 64 KiB); Beast would otherwise split them into 4 KiB fragments.
     this->ws_.auto_fragment(false);
     if (writer_) {
-      // End of stream is the writer's close frame (§8.4). The read that sees
+      // End of stream is the writer's close frame (docs/api.md#enginechannelscreate). The read that sees
       // it completes only after Beast's server teardown, i.e. once the peer
       // has also closed its TCP connection, which a client may not do for a
       // long time (or until the close-handshake timeout): end the stream as

@@ -1,4 +1,4 @@
-// Data channels (spec §8.4): a bounded, ordered frame queue between one
+// Data channels (docs/api.md#enginechannelscreate): a bounded, ordered frame queue between one
 // writer and one reader, either of which may be a WebSocket (driven by the
 // event loop through one-shot callbacks) or an in-process thread (blocking
 // calls). Frames are never dropped: a full queue makes the writer wait.
@@ -118,7 +118,7 @@ class Broker : public ChannelBroker {
 };
 
 // A per-connection view of the broker: channels created through it by
-// engine::channels::create die with the connection (spec §8.2).
+// engine::channels::create die with the connection (docs/architecture.md#transports-and-their-limits).
 class ScopedBroker : public ChannelBroker {
  public:
   explicit ScopedBroker(Broker& broker) : broker_(broker) {}

@@ -1,5 +1,5 @@
-// The iii engine protocol skiffd serves on "/" (spec §8.2): one session per
-// connection, invocations run on the pool, results go back through the codec.
+// The iii engine protocol skiffd serves on "/" (docs/architecture.md#transports-and-their-limits): one
+// session per connection, invocations run on the pool, results go back through the codec.
 #pragma once
 
 #include <memory>
@@ -11,7 +11,7 @@
 
 namespace skiff::api {
 
-// The iii engine protocol on "/" (spec §8.2).
+// The iii engine protocol on "/" (docs/architecture.md#transports-and-their-limits).
 template <class Protocol>
 class EngineSession : public WsBase<Protocol> {
   using Base = WsBase<Protocol>;
@@ -94,7 +94,7 @@ class EngineSession : public WsBase<Protocol> {
     } else if (type == "registerfunction" || type == "unregisterfunction" || type == "registertriggertype" ||
                type == "unregistertrigger" || type == "registerservice" || type == "reattach" ||
                type == "invocationresult" || type == "pong") {
-      // Accepted and ignored (spec §8.2).
+      // Accepted and ignored (docs/architecture.md#transports-and-their-limits).
     } else {
       SKIFF_LOG(Warn) << "ws: ignoring a frame of unknown type '" << type.substr(0, 64) << "'";
     }

@@ -278,7 +278,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
 
   // ---------------------------------------------------------- files
 
-  // Shared request-only checks for GET/PUT files (spec §1.3 steps 1–3).
+  // Shared request-only checks for GET/PUT files (the first three steps of the check order,
+  // docs/api.md#conventions).
   Result<std::pair<std::string, std::string>> FileTarget() {
     auto sid = CanonicalUuid(route_.param);
     auto it = query_.find("path");

@@ -15,7 +15,7 @@
 
 namespace skiff::api {
 
-inline constexpr size_t kMaxPayloadBytes = 32u << 20;  // spec §9
+inline constexpr size_t kMaxPayloadBytes = 32u << 20;  // docs/api.md#limits-and-defaults
 using skiff::kMaxJsonDepth;
 
 // Percent-decodes `in` ("%3A" -> ":"). '+' is kept literally unless
@@ -68,7 +68,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // "Bearer <token>" -> token; nullopt otherwise.
 std::optional<std::string_view> BearerToken(std::string_view authorization);
 
-// Mode string of spec §1.5 ("0755", "4755"); nullopt when invalid.
+// Mode string of docs/api.md#conventions ("0755", "4755"); nullopt when invalid.
 std::optional<uint32_t> ParseModeString(std::string_view s);
 
 }  // namespace skiff::api

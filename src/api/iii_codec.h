@@ -1,4 +1,4 @@
-// The iii engine WebSocket protocol's messages (spec §8.2, §8.5): decoding
+// The iii engine WebSocket protocol's messages (docs/architecture.md#transports-and-their-limits): decoding
 // what a peer sends and encoding what skiff answers. Shared by the engine
 // session skiffd serves on "/" and by worker mode, which speaks the same
 // messages over a connection it opens itself. No I/O here.
@@ -50,12 +50,12 @@ std::string EncodeResult(const nlohmann::json& invocation_id, const std::string&
 std::string EncodeError(const nlohmann::json& invocation_id, const std::string& function_id,
                         nlohmann::json error);
 // invocationresult of a finished call. An S-code error becomes
-// InvocationFailed (functions/engine_errors.h) of the §5.1 object built by
+// InvocationFailed (functions/engine_errors.h) of the docs/errors.md object built by
 // `error_body`; an engine fault is sent as EngineFault::ToJson().
 std::string EncodeInvocation(const nlohmann::json& invocation_id, const std::string& function_id,
                              Invocation inv, const std::function<nlohmann::json(const Error&)>& error_body);
 
-// `error` bodies of §8.2.
+// `error` bodies of docs/architecture.md#transports-and-their-limits.
 nlohmann::json EnqueueRefused();
 nlohmann::json FunctionNotFound(const std::string& function_id);  // EngineFault::FunctionNotFound
 

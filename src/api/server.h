@@ -1,8 +1,7 @@
-// skiffd: one Boost.Asio event loop serving every transport of spec §8 on
-// one port (and optionally a unix socket): HTTP/JSON, the iii engine
-// WebSocket protocol on "/", data channels, /otel, /metrics and /healthz.
-// Handlers that block (anything that reaches a sandbox) run on a thread
-// pool; the event loop only parses, routes and moves bytes.
+// skiffd: one Boost.Asio event loop serving every transport of
+// docs/architecture.md#transports-and-their-limits on one port (and optionally a unix socket): HTTP/JSON, the
+// iii engine WebSocket protocol on "/", data channels, /otel, /metrics and /healthz. Handlers that block
+// (anything that reaches a sandbox) run on a thread pool; the event loop only parses, routes and moves bytes.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +36,7 @@ class Server {
   // Stops accepting new connections only.
   void StopAccepting();
   // Worker mode: called (on the event loop) when the engine rejects our
-  // registration (spec §8.5 step 7).
+  // registration (the last step of worker registration).
   void OnRegistrationRejected(std::function<void()> f);
 
   struct Impl;

@@ -220,7 +220,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     if (!req) return;
     bool reply = req->wants_reply();
     if (req->action == iii::Action::kEnqueue) {
-      // Same answer as the engine session on "/" (spec §8.2).
+      // Same answer as the engine session on "/" (docs/architecture.md#transports-and-their-limits).
       if (reply) Send(iii::EncodeError(req->invocation_id, req->function_id, iii::EnqueueRefused()));
       return;
     }

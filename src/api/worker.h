@@ -1,4 +1,4 @@
-// Worker mode (spec §8.5): skiffd connects out to an iii engine as the
+// Worker mode (docs/architecture.md#transports-and-their-limits): skiffd connects out to an iii engine as the
 // worker `iii-sandbox`, registers the 16 sandbox functions with their
 // schemas and serves the engine's invocations. Reconnects every 2 s after a
 // loss, and after 60 s of silence; pings every 20 s.

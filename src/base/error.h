@@ -45,7 +45,7 @@ std::string_view CodeName(Code c);
 // Inverse of CodeName; nullopt for an unknown string.
 std::optional<Code> CodeFromName(std::string_view name);
 
-// The S-code for an errno returned by a filesystem operation (spec §3.0).
+// The S-code for an errno returned by a filesystem operation (docs/api.md#filesystem-rules-sandboxfs).
 Code CodeForErrno(int err);
 // The stable message prefix for a filesystem code ("file not found: ").
 std::string_view FsPrefix(Code c);
@@ -60,7 +60,7 @@ class Error {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // Optional wire extras (spec §5.1).
+  // Optional wire extras (docs/errors.md).
   const nlohmann::json& fix() const { return fix_; }
   Error& set_fix(nlohmann::json fix) {
     fix_ = std::move(fix);

@@ -11,7 +11,7 @@ namespace skiff::cli {
 // Writes all of `s` to `fd` (retrying short writes; gives up on an error).
 void WriteAll(int fd, std::string_view s);
 
-// Prints an error object (spec §5.1) on stderr, with its hint and fix, and
+// Prints an error object (docs/errors.md) on stderr, with its hint and fix, and
 // any output it carries on stdout/stderr; returns kExitTimeout for S200,
 // else kExitSkiffError.
 int ReportErrorObject(const nlohmann::json& err);

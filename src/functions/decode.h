@@ -43,7 +43,7 @@ inline constexpr std::string_view kDefaultFileMode = "0644";
 // after "got" in S001 messages.
 std::string_view JsonTypeName(const json& v);
 
-// §1.1: null/absent → {}, an object passes, anything else is S001
+// docs/api.md#conventions: null/absent → {}, an object passes, anything else is S001
 // "invalid request: payload must be a JSON object, got <type>".
 Result<json> NormalizePayload(const json& payload);
 
@@ -87,28 +87,28 @@ class Fields {
 // entry: S001 "invalid request: field '<field>': contains a NUL byte".
 Status NoNul(std::string_view value, std::string_view field);
 
-// §1.5 env, both shapes. `v` may be null (→ empty). Later duplicates win
+// docs/api.md#conventions env, both shapes. `v` may be null (→ empty). Later duplicates win
 // (the result has unique names, in the order they were last set).
 Result<Env> ParseEnv(const json* v, std::string_view field = "env");
 bool IsValidEnvName(std::string_view name);
 
-// §1.5 base64 (RFC 4648 strict) → S001 "<field>: invalid base64: <detail>".
+// docs/api.md#conventions base64 (RFC 4648 strict) → S001 "<field>: invalid base64: <detail>".
 Result<std::string> DecodeBase64Field(std::string_view text, std::string_view field);
 
-// §1.5 mode strings → S210 "invalid octal mode: <mode>".
+// docs/api.md#conventions mode strings → S210 "invalid octal mode: <mode>".
 Result<uint32_t> ParseMode(std::string_view mode);
 // 4-digit octal string of mode & 07777.
 std::string FormatMode(uint32_t mode);
 
-// §1.2 → canonical id, or S001 "invalid request: sandbox_id: not a UUID: <input>".
+// docs/api.md#conventions → canonical id, or S001 "invalid request: sandbox_id: not a UUID: <input>".
 Result<std::string> ParseSandboxId(std::string_view input);
 // Reads the required `sandbox_id` of a payload and canonicalizes it.
 Result<std::string> ReadSandboxId(const Fields& f);
 
-// Any Unicode White_Space character (§2.2.1 rule 2), UTF-8 encoded.
+// Any Unicode White_Space character (docs/api.md#command-shapes-sandboxexec rule 2), UTF-8 encoded.
 bool ContainsUnicodeWhitespace(std::string_view s);
 
-// The POSIX-like splitter of §2.2.1. On failure `error` says why
+// The POSIX-like splitter of docs/api.md#command-shapes-sandboxexec. On failure `error` says why
 // ("unbalanced quote", "trailing backslash").
 struct ShlexResult {
   std::vector<std::string> words;
@@ -117,14 +117,14 @@ struct ShlexResult {
 };
 ShlexResult ShlexSplit(std::string_view line);
 
-// §2.2.1 command-shape resolution → argv (argv[0] = program), or S001.
+// docs/api.md#command-shapes-sandboxexec command-shape resolution → argv (argv[0] = program), or S001.
 Result<std::vector<std::string>> ResolveCommand(const std::string& cmd, const std::vector<std::string>& args,
                                                 const std::vector<std::string>& argv);
 
-// §2.5: a lang value must be non-empty and contain no whitespace.
+// docs/api.md#sandboxrun: a lang value must be non-empty and contain no whitespace.
 Status ValidateLang(std::string_view lang);
 
-// Decoders from payload to the manager's typed specs (steps 1–2 of §1.3).
+// Decoders from payload to the manager's typed specs (steps 1–2 of docs/api.md#conventions).
 Result<CreateSpec> DecodeCreate(const json& payload);
 Result<ExecSpec> DecodeExec(const json& payload);
 Result<RunSpec> DecodeRun(const json& payload);

@@ -73,6 +73,45 @@ Invalid: `invalid request: <field>: invalid base64: <detail>`.
 **Paths** inside a sandbox are used verbatim (relative paths resolve against `/`), must be non-empty
 and must not contain NUL.
 
+### Filesystem rules (`sandbox::fs::*`)
+
+The agent carries out every fs call inside the sandbox, as root, against the sandbox's own root:
+`..`, an absolute symlink target and any link the sandboxed code plants, before or during the call,
+resolve inside the sandbox and never on the host.
+
+| errno inside the sandbox | code | message starts with |
+|---|---|---|
+| ENOENT | S211 | `file not found: ` |
+| ENOTDIR, EISDIR | S212 | `not a directory or wrong type: ` |
+| EEXIST | S213 | `already exists: ` |
+| ENOTEMPTY | S214 | `directory not empty: ` |
+| EACCES, EPERM, EROFS | S215 | `permission denied: ` |
+| any other (ENOSPC, EIO, ELOOP, ENAMETOOLONG, …) | S216 | `fs i/o error: ` (the errno's name follows) |
+
+A connection to the agent that breaks during an fs call is S216
+`fs i/o error: sandbox transport: <detail>` (during an exec it is S300); a call that meets a stop of
+its sandbox is S004. `fs::mkdir` and `fs::write` with `parents: false` and a missing parent give S211
+`parent directory not found: <parent>` with `fix` `{"parents": true}`.
+
+| operation | a link in the given path is |
+|---|---|
+| `ls` | followed; the entries are reported as `lstat` sees them |
+| `stat`, `rm` | the link itself |
+| `read`, non-recursive `chmod`, `mkdir`'s existence check, `write`'s parent | followed |
+| `write` | replaced by a regular file (atomic rename) when it is at `path` |
+| `mv` | the link itself as `src`; `dst` exists if even a broken link is there |
+| `grep`, `sed` walks | walked once when it is the root and links to a directory; links met during a walk are neither followed nor read, so no walk loops |
+
+**Globs** (`include_glob`, `exclude_glob`) match the path relative to the walk root. A pattern
+without `/` matches a basename at any depth; one with `/` matches the whole relative path. `*` and
+`?` never match `/`; `**` as a whole segment spans zero or more directories, and a bare `**` matches
+everything; every other character is literal (no `[…]` classes). A single-file root matches by its
+basename. With a non-empty include list a file must match one include; a file matching any exclude
+is skipped.
+
+**Walks** are depth-first, each directory's entries in byte-wise name order. An unreadable entry
+inside a walk is skipped; an unreadable root is an error.
+
 ### Command shapes (`sandbox::exec`)
 
 First matching rule wins:

@@ -1,9 +1,8 @@
-// Errors of the engine protocol that are not S-codes (spec §8.2/§8.3), as
-// values. An EngineFault is what a transport sends as {"code","message"}:
-// an unknown function id ("function_not_found"), or a rejected
-// engine::functions::info request ("INVALID_ARGUMENTS" | "NOT_FOUND"). The
-// wire codes and their HTTP statuses live here and nowhere else, with the
-// iii wrapper of an S-code error ("invocation_failed").
+// Errors of the engine protocol that are not S-codes
+// (docs/architecture.md#transports-and-their-limits/docs/api.md#enginefunctionsinfo), as values. An
+// EngineFault is what a transport sends as {"code","message"}: an unknown function id ("function_not_found"),
+// or a rejected engine::functions::info request ("INVALID_ARGUMENTS" | "NOT_FOUND"). The wire codes and their
+// HTTP statuses live here and nowhere else, with the iii wrapper of an S-code error ("invocation_failed").
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,7 +44,7 @@ class EngineFault {
 };
 
 // The iii invocationresult `error` for an S-code error, given the compact
-// JSON of its §5.1 wire object:
+// JSON of its docs/errors.md wire object:
 // {"code":"invocation_failed","message":"handler error: <compact_error>"}.
 nlohmann::json InvocationFailed(std::string_view compact_error);
 

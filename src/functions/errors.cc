@@ -1,5 +1,5 @@
 // S-code → wire object, HTTP status, type, retryability and fix_note: the
-// one place where codes are mapped (spec §5).
+// one place where codes are mapped (docs/errors.md).
 #include "functions/errors.h"
 
 #include <array>
@@ -101,7 +101,7 @@ bool Retryable(Code c) { return InfoFor(c).retryable; }
 
 nlohmann::json FixNoteFor(const Error& e) {
   const nlohmann::json& fix = e.fix();
-  // A run-step context (spec §2.5) always has a null note.
+  // A run-step context (docs/api.md#sandboxrun) always has a null note.
   if (fix.is_object() && fix.contains("context")) return nullptr;
   if (e.fix_note_override()) {
     if (e.fix_note_override()->empty()) return nullptr;

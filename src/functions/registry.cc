@@ -1,5 +1,5 @@
 // The function table and the 16 sandbox::* handlers plus the three engine::*
-// functions. Each handler follows the check order of spec §1.3: decode
+// functions. Each handler follows the check order of docs/api.md#conventions: decode
 // (S001), request-only rules (S001), request-only filesystem rules (S210 /
 // S217), and only then the manager call, which does lookup (S002), the
 // stopping check (S004), admission (S003) and the operation.
@@ -309,7 +309,7 @@ Result<WriteBody> ReadWriteBody(const Fields& f) {
 
 Result<json> HandleWrite(const json& payload, CallContext& ctx) {
   Fields f(payload);
-  // The body is checked before sandbox_id (spec §3.4).
+  // The body is checked before sandbox_id (docs/api.md#sandboxfswrite).
   SKIFF_ASSIGN_OR_RETURN(WriteBody body, ReadWriteBody(f));
   SKIFF_ASSIGN_OR_RETURN(PathReq r, ReadIdAndPath(f));
   SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> mode_s, f.OptString("mode"));
@@ -528,7 +528,7 @@ FunctionDef Def(std::string id, std::string description, Handler h, std::vector<
   d.response_schema = std::move(s.response);
   d.internal = d.id.rfind("engine::", 0) == 0;
   d.worker_name = std::string(d.internal ? kEngineWorker : kSandboxWorker);
-  // Every handler reads a null payload as {} and rejects non-objects (§1.1).
+  // Every handler reads a null payload as {} and rejects non-objects (docs/api.md#conventions).
   d.handler = [h](const json& payload, CallContext& ctx) -> Result<json> {
     SKIFF_ASSIGN_OR_RETURN(json p, fn::NormalizePayload(payload));
     return h(p, ctx);

@@ -17,7 +17,7 @@
 
 namespace skiff {
 
-// Data channels (spec §8.4) are a transport facility; handlers reach them
+// Data channels (docs/api.md#enginechannelscreate) are a transport facility; handlers reach them
 // through this interface, implemented by the API layer (or by a test double).
 class ChannelBroker {
  public:
@@ -58,7 +58,7 @@ struct FunctionDef {
   nlohmann::json response_schema;
   bool internal = false;    // engine::* (listed only with include_internal)
   std::string worker_name;  // "iii-sandbox" | "iii-engine-functions"
-  // Runs the function: validates `payload` (spec §1, §1.3 check order) and
+  // Runs the function: validates `payload` (docs/api.md#conventions, docs/api.md#conventions check order) and
   // returns the result object or an Error with its S-code.
   std::function<Result<nlohmann::json>(const nlohmann::json& payload, CallContext& ctx)> handler;
   // The S-codes the function can return (docs/api.md lists them).
@@ -82,10 +82,10 @@ Invocation Invoke(std::string_view id, const nlohmann::json& payload, CallContex
 const std::vector<FunctionDef>& Functions();
 const FunctionDef* FindFunction(std::string_view id);
 
-// The spec §5.1 wire object of an error (sorted keys), with docs_url built
+// The docs/errors.md wire object of an error (sorted keys), with docs_url built
 // from `docs_base`.
 nlohmann::json ErrorToWire(const Error& e, std::string_view docs_base);
-// HTTP status for an S-code (spec §5.2 / §8.1).
+// HTTP status for an S-code (docs/errors.md#codes / docs/architecture.md#transports-and-their-limits).
 int HttpStatus(Code c);
 // The type string ("validation", ...), retryability and default fix_note.
 std::string_view ErrorType(Code c);

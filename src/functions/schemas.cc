@@ -53,7 +53,7 @@ json Object(std::string d, json props, std::vector<std::string> required) {
   return j;
 }
 
-// Optional request fields accept null ("null means absent", spec §1.1).
+// Optional request fields accept null ("null means absent", docs/api.md#conventions).
 void AllowNullOnOptional(json& schema) {
   std::set<std::string> required = schema["required"].get<std::set<std::string>>();
   for (auto& [name, prop] : schema["properties"].items()) {

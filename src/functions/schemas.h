@@ -1,8 +1,7 @@
-// Draft-07 request/response schemas of every function (spec §8.1 schema
-// rules): root type object, a description on every property, `required`
-// listing exactly the required fields, defaults, shared `definitions`, at
-// least one example, never additionalProperties:false, and Extension fields
-// described "Extension: …". Defaults and limits come from functions/decode.h.
+// Draft-07 request/response schemas of every function (docs/architecture.md#transports-and-their-limits
+// schema rules): root type object, a description on every property, `required` listing exactly the required
+// fields, defaults, shared `definitions`, at least one example, never additionalProperties:false, and
+// Extension fields described "Extension: …". Defaults and limits come from functions/decode.h.
 #pragma once
 
 #include <nlohmann/json.hpp>

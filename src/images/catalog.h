@@ -29,7 +29,7 @@ struct CatalogEntry {
 struct ResolvedImage {
   std::string name;
   RootfsSpec rootfs;
-  std::vector<std::string> env;  // image Env ("K=V"), layer 2 of spec §2.2.3
+  std::vector<std::string> env;  // image Env ("K=V"), layer 2 of docs/api.md#sandboxexec
   std::string workdir;           // "" = "/"
   std::string user;              // "" = root
   // Held for the sandbox's lifetime: gc and `skiff image rm` (in any

@@ -39,7 +39,7 @@ struct SandboxPolicy {
   uint32_t cpus = 1;
   uint32_t memory_mb = 512;
   bool network = false;
-  // With `network`: config network.host_ports and network.allow (spec §6.3).
+  // With `network`: config network.host_ports and network.allow (docs/security.md#networking-network-true).
   std::vector<uint16_t> net_host_ports;
   std::vector<std::string> net_allow;
   uint32_t pids_max = 1024;

@@ -63,10 +63,10 @@
 //     may carry "fix" (fs.mkdir / fs.write missing parent: {"parents": true})
 //     and "details".
 //
-// Messages are those of the spec (§3.0, §5.3). An unknown op is ERROR S219
-// "operation not supported by this sandbox's agent: <op>" and the channel
-// keeps serving. Field values arrive already validated by the host, but the
-// agent re-checks types: it trusts nothing it is sent.
+// Messages are those of the spec (docs/api.md#filesystem-rules-sandboxfs, docs/errors.md#message-templates).
+// An unknown op is ERROR S219 "operation not supported by this sandbox's agent: <op>" and the channel keeps
+// serving. Field values arrive already validated by the host, but the agent re-checks types: it trusts
+// nothing it is sent.
 #pragma once
 
 #include <cstdint>

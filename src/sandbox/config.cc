@@ -1,4 +1,4 @@
-// Parsing and validation of the daemon configuration (spec §7.1).
+// Parsing and validation of the daemon configuration (docs/configuration.md#keys).
 //
 // Every rule here fails closed: a value of the wrong type, out of range, or
 // contradicting a security rule is a startup error whose message names the

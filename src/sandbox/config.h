@@ -1,4 +1,4 @@
-// The daemon's configuration (spec §7.1), as a plain value. Parsing and
+// The daemon's configuration (docs/configuration.md#keys), as a plain value. Parsing and
 // validation of YAML lives in sandbox/config.cc; everything else reads this.
 #pragma once
 
@@ -56,7 +56,7 @@ struct Config {
   bool ImageAllowed(const std::string& name) const;
 };
 
-// Parses and validates a YAML document (spec §7.1). Errors name the key.
+// Parses and validates a YAML document (docs/configuration.md#keys). Errors name the key.
 Result<Config> ParseConfig(const std::string& yaml_text);
 Result<Config> LoadConfigFile(const std::string& path);
 // What the image catalog and store need from `config`: the store directory,

@@ -1,4 +1,4 @@
-// SandboxManager::Exec (spec §2.2): admission against the exec cap, the
+// SandboxManager::Exec (docs/api.md#sandboxexec): admission against the exec cap, the
 // environment layers, the agent's exec stream and its output capture.
 #include <algorithm>
 #include <set>
@@ -33,7 +33,7 @@ struct Capture {
   }
 };
 
-// Environment layers (spec §2.2.3): base, image, sandbox, exec; later wins.
+// Environment layers (docs/api.md#sandboxexec): base, image, sandbox, exec; later wins.
 std::vector<std::string> LayeredEnv(const Sandbox& sb, const Env& exec_env) {
   std::vector<std::pair<std::string, std::string>> layered = {{"PATH", kBasePath}, {"HOME", "/root"}};
   for (const auto& kv : sb.image_env) {

@@ -77,7 +77,7 @@ Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, b
     if (!chunk.ok()) {
       s->Cancel();  // the agent removes its temp file; the target is untouched
       (void)FinishFs(*s, sb_.id);
-      // A stop while the body stalled: the call ends as stopped (§2.3), not
+      // A stop while the body stalled: the call ends as stopped (docs/api.md#sandboxstop), not
       // as a stalled upload.
       if (stopping_()) return SandboxStopped(sb_.id);
       return std::move(chunk).error();

@@ -1,5 +1,5 @@
 // FsClient: the fs operations of one sandbox, spoken to its agent (spec
-// §2.3): plain ops, streamed writes and streamed reads. Each call marks the
+// docs/api.md#sandboxstop): plain ops, streamed writes and streamed reads. Each call marks the
 // sandbox active when it starts and ends, and every second of a long
 // transfer. Agent and transport failures map through agent_errors.h.
 #pragma once

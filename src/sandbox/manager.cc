@@ -131,7 +131,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
                                      ")");
   if (!isolators_.count(isolation))
     return Platform("isolation", "isolation '" + isolation + "' is not available on this host");
-  // Warm pool (spec §7.3): a create matching the pooled shape claims a
+  // Warm pool (docs/configuration.md#warm-pool): a create matching the pooled shape claims a
   // booted sandbox; claim and registration are one step in the registry.
   if (registry_.HasPool(spec.image)) {
     bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb && !spec.network &&
@@ -157,7 +157,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   sb->name = spec.name;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
   sb->env = spec.env;
-  // Spec §6.3 loopback rewrite: create-time env only, listed ports only.
+  // docs/security.md#networking-network-true loopback rewrite: create-time env only, listed ports only.
   if (spec.network && !config_.network.host_ports.empty() && host_.rewrite_loopback)
     for (auto& kv : sb->env) kv.second = host_.rewrite_loopback(kv.second, config_.network.host_ports);
   sb->created_unix_ms = NowUnixMillis();
@@ -219,7 +219,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
 }
 
 void SandboxManager::WatchAgent(const std::shared_ptr<Sandbox>& sb) {
-  // A sandbox whose agent dies unexpectedly is removed (spec §4 q).
+  // A sandbox whose agent dies unexpectedly is removed (docs/api.md#differences-from-the-agreed-contract q).
   std::weak_ptr<Sandbox> weak = sb;
   sb->client->SetOnDeath([this, weak](const std::string& why) {
     if (auto s = weak.lock()) OnAgentDeath(s, why);

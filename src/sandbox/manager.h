@@ -38,7 +38,7 @@ namespace skiff {
 struct HostProbes {
   std::function<bool()> kvm_usable;                // null: no usable /dev/kvm
   std::function<nlohmann::json()> network_doctor;  // null: doctor's "network" is null
-  // Spec §6.3 loopback rewrite of a create-time env value; null: unchanged.
+  // docs/security.md#networking-network-true loopback rewrite of a create-time env value; null: unchanged.
   std::function<std::string(const std::string& value, const std::vector<uint16_t>& ports)> rewrite_loopback;
 };
 

@@ -1,4 +1,4 @@
-// SandboxManager::Run (spec §2.5): create, write the sibling files and the
+// SandboxManager::Run (docs/api.md#sandboxrun): create, write the sibling files and the
 // code, exec the interpreter the `lang` table names, stop unless kept. A
 // failing step comes back wrapped (run_step.h).
 #include <memory>

@@ -1,4 +1,4 @@
-// Pieces of sandbox::run (spec §2.5) shared by the manager (which runs the
+// Pieces of sandbox::run (docs/api.md#sandboxrun) shared by the manager (which runs the
 // steps) and the functions layer (which validates and documents them):
 // the step-error wrapper and the `lang` table.
 #pragma once

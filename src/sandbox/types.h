@@ -61,7 +61,7 @@ struct ExecResult {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   std::optional<std::string> sandbox_id;  // run with keep_sandbox
-  nlohmann::json ToJson() const;          // spec §2.2.5 response
+  nlohmann::json ToJson() const;          // docs/api.md#sandboxexec response
 };
 
 struct RunFile {
@@ -113,7 +113,7 @@ struct SandboxStats {
   std::atomic<uint64_t> created{0}, reaped{0}, execs{0};
 };
 
-// The warm pool of one image (spec §7.3), for /metrics and tests.
+// The warm pool of one image (docs/configuration.md#warm-pool), for /metrics and tests.
 struct PoolStatus {
   std::string image;
   uint32_t target = 0;

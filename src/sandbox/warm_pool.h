@@ -1,4 +1,4 @@
-// WarmPool: the background filler that keeps every warm pool (spec §7.3)
+// WarmPool: the background filler that keeps every warm pool (docs/configuration.md#warm-pool)
 // at its target, one boot at a time, oldest need first. A failed boot is
 // logged and retried after 1 s, doubling up to 60 s. The pools' contents
 // live in the registry (registry.h), so a claim is one step with the

@@ -345,7 +345,7 @@ inline std::string Validate(const json& v, const json& schema, const json& root,
   return "";
 }
 
-// The §5.1 error object shape.
+// The docs/errors.md error object shape.
 inline std::string ValidateErrorObject(const json& e) {
   static const json kSchema = json::parse(R"({
     "type":"object",

@@ -1,11 +1,10 @@
 // A test double of the iii engine, written from the message shapes of the
-// skiff spec (§8.2, §8.5) and checked against what the iii-sdk (npm, the
-// version pinned in tests/e2e/node) sends and accepts. It is not the iii
-// engine: it only accepts worker connections on "/", greets each with
-// `workerregistered`, records every frame the worker sends, lets a test push
-// engine → worker frames (`invokefunction`, `ping`, …), and can reject a
-// function registration or drop connection attempts to simulate an engine
-// that is restarting.
+// skiff spec (docs/architecture.md#transports-and-their-limits,
+// docs/architecture.md#transports-and-their-limits) and checked against what the iii-sdk (npm, the version
+// pinned in tests/e2e/node) sends and accepts. It is not the iii engine: it only accepts worker connections
+// on "/", greets each with `workerregistered`, records every frame the worker sends, lets a test push engine
+// → worker frames (`invokefunction`, `ping`, …), and can reject a function registration or drop connection
+// attempts to simulate an engine that is restarting.
 #pragma once
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // One end-to-end suite of the 16 sandbox::* functions, written once and run
 // on both isolation backends (value-parameterised: "jail", "microvm"). A real
 // `skiff serve` per backend is driven over HTTP; every response is checked
-// against the schema the daemon publishes and every error against the §5
+// against the schema the daemon publishes and every error against the docs/errors.md
 // wire object and its HTTP status. The fs tests walk each function's spec
 // table (fields, defaults, S-codes); the escape tests plant links from inside
 // the sandbox and check on the host that nothing outside was touched.
@@ -277,7 +277,7 @@ class FunctionsSuite : public ::testing::TestWithParam<std::string> {
   json ListSandboxes() { return CallOk("sandbox::list", json::object())["sandboxes"]; }
   json Entries(const std::string& path) { return CallOk("sandbox::fs::ls", P({{"path", path}}))["entries"]; }
 
-  // The decode rules every sandbox-scoped function shares (§1.1, §1.2):
+  // The decode rules every sandbox-scoped function shares (docs/api.md#conventions, docs/api.md#conventions):
   // sandbox_id and each required string field missing, null, mistyped;
   // path-like fields empty or holding NUL. All S001, before any lookup.
   void ExpectDecodeRules(const std::string& fn, json valid, const std::vector<std::string>& paths,
@@ -445,7 +445,7 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
     }
   }
 
-  // Liveness (§1.4): fs calls refresh last_activity_at; list and
+  // Liveness (docs/api.md#sandboxlist, last_activity_at): fs calls refresh last_activity_at; list and
   // catalog::list do not.
   auto activity = [&] {
     for (const auto& s : ListSandboxes()) {

@@ -1,14 +1,11 @@
-// Worker mode (spec §8.5): the real `skiff serve --engine ws://…` joins an
-// engine as worker `iii-sandbox`. No iii engine can be installed here, so the
-// engine side is EngineDouble (engine_double.h), a double written from the
-// spec's message shapes and the iii-sdk's. Covered: the register
-// invocation and the 16 registerfunction messages with the same schemas as
-// GET /v1/functions/{id}; invocations of sandbox::run and fs operations
-// answered with invocationresult; an S-code error carried as
-// `invocation_failed` + `handler error: {…}`; no reply for a null
-// invocation_id; engine loss → /healthz engine_disconnected → retries every
-// 2 s → reattach + re-registration, sandboxes kept; a workerregistered with
-// non-string fields survived; and exit status 3 when the engine rejects the
+// Worker mode (docs/architecture.md#transports-and-their-limits): the real `skiff serve --engine ws://…`
+// joins an engine as worker `iii-sandbox`. No iii engine can be installed here, so the engine side is
+// EngineDouble (engine_double.h), a double written from the spec's message shapes and the iii-sdk's. Covered:
+// the register invocation and the 16 registerfunction messages with the same schemas as GET
+// /v1/functions/{id}; invocations of sandbox::run and fs operations answered with invocationresult; an S-code
+// error carried as `invocation_failed` + `handler error: {…}`; no reply for a null invocation_id; engine loss
+// → /healthz engine_disconnected → retries every 2 s → reattach + re-registration, sandboxes kept; a
+// workerregistered with non-string fields survived; and exit status 3 when the engine rejects the
 // registration.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -150,7 +147,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
   bool listed = false;
   for (const auto& e : (*ls)["result"]["entries"]) listed = listed || e["name"] == "w.txt";
   EXPECT_TRUE(listed) << ls->dump();
-  // An S-code error: invocation_failed + "handler error: " + the §5.1 object.
+  // An S-code error: invocation_failed + "handler error: " + the docs/errors.md object.
   EXPECT_FALSE(err->contains("result"));
   EXPECT_EQ((*err)["function_id"], "sandbox::fs::ls");
   EXPECT_EQ((*err)["error"]["code"], "invocation_failed");

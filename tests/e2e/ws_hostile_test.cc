@@ -1,10 +1,9 @@
-// Hostile input on the iii engine WebSocket (spec §8.2, §9): non-JSON text,
-// unknown `type`, invokefunction without ids, binary frames, a 100 MB frame,
-// 10 000 concurrent invocations on one socket, and a client that vanishes
-// while its execs run. Each frame is answered or dropped with a log line;
-// a second connection keeps getting answers throughout; the daemon's VmRSS
-// stays under kRssBoundKb; an exec whose caller vanished finishes, its
-// process is gone, and its sandbox keeps following the idle rules.
+// Hostile input on the iii engine WebSocket (docs/architecture.md#transports-and-their-limits,
+// docs/api.md#limits-and-defaults): non-JSON text, unknown `type`, invokefunction without ids, binary frames,
+// a 100 MB frame, 10 000 concurrent invocations on one socket, and a client that vanishes while its execs
+// run. Each frame is answered or dropped with a log line; a second connection keeps getting answers
+// throughout; the daemon's VmRSS stays under kRssBoundKb; an exec whose caller vanished finishes, its process
+// is gone, and its sandbox keeps following the idle rules.
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

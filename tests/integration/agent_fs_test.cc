@@ -1,4 +1,4 @@
-// skiff-agent filesystem operations (spec §3), run as PID 1 of a private
+// skiff-agent filesystem operations (docs/api.md#filesystem-rules-sandboxfs), run as PID 1 of a private
 // namespace whose root is a tmpfs: every field, default and S-code, plus the
 // escape attempts of the fs issue.
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// network: true on both backends (spec §6.3), end to end: the host-owned
+// network: true on both backends (docs/security.md#networking-network-true), end to end: the host-owned
 // namespace, slirp4netns, the egress filter, the guest/jail side
 // configuration, the loopback rewrite and teardown. Host services are test
 // servers on this host; nothing here needs the internet.

@@ -1,4 +1,4 @@
-// The warm pool (spec §7.3) of SandboxManager on the jail backend: filling,
+// The warm pool (docs/configuration.md#warm-pool) of SandboxManager on the jail backend: filling,
 // claiming, matching, invisibility, isolation between claims, refill after
 // an agent death, backoff on failing fills, and a clean shutdown.
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// Config parsing and validation (spec §7.1).
+// Config parsing and validation (docs/configuration.md#keys).
 #include "sandbox/config.h"
 
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// Error wire objects (spec §5): key order, HTTP statuses, types,
+// Error wire objects (docs/errors.md): key order, HTTP statuses, types,
 // retryability, fix notes, and the sandbox::run step wrapper.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The pure parts of sandbox networking (spec §6.3): the egress ruleset,
+// The pure parts of sandbox networking (docs/security.md#networking-network-true): the egress ruleset,
 // network.allow parsing and the loopback rewrite of create-time env.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>

@@ -269,7 +269,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   mark("locks");
 
   // network: true: the host-owned namespace with slirp4netns and the egress
-  // filter (spec §6.3), joined by the child instead of a private empty one.
+  // filter (docs/security.md#networking-network-true), joined by the child instead of a private empty one.
   if (policy.network) {
     auto sn = net::SandboxNet::Create({policy.net_host_ports, policy.net_allow}, net::Mode::kLocal);
     if (!sn.ok()) return std::move(sn).error();

@@ -165,7 +165,7 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   }
 
   // network: true: a host-owned namespace holding slirp4netns' tap, the
-  // guest's tap and a filtering bridge between them (spec §6.3). QEMU only
+  // guest's tap and a filtering bridge between them (docs/security.md#networking-network-true). QEMU only
   // gets the guest tap's descriptor and stays in its own empty namespace.
   UniqueFd tap;
   if (spec.network) {

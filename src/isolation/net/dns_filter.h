@@ -1,4 +1,4 @@
-// The DNS filter behind `network.allow` domain entries (spec §6.3).
+// The DNS filter behind `network.allow` domain entries (docs/security.md#networking-network-true).
 //
 // When the allow list holds a domain entry, the sandbox's resolver address
 // (10.0.2.3, port 53, UDP and TCP) is answered by this filter instead of

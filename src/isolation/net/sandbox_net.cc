@@ -48,7 +48,7 @@ constexpr auto kReadyTimeout = std::chrono::seconds(10);
 
 Error NetError(std::string_view detail) { return Platform("network", detail); }
 
-// IPv4 ranges of spec §6.3 that no configuration can unlock, and the
+// IPv4 ranges of docs/security.md#networking-network-true that no configuration can unlock, and the
 // private ranges an explicit allow CIDR may unlock.
 constexpr const char* kNeverV4[] = {"0.0.0.0/8",     "127.0.0.0/8", "169.254.0.0/16", "192.0.0.0/24",
                                     "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"};

@@ -1,4 +1,4 @@
-// Networking of a `network: true` sandbox (spec §6.3), shared by both
+// Networking of a `network: true` sandbox (docs/security.md#networking-network-true), shared by both
 // backends.
 //
 // Each networked sandbox gets a network namespace created by the host, in
@@ -74,13 +74,13 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
                                  const std::vector<std::string>& host_addrs);
 
 // Whether a resolved IPv4 address may enter the `dns4` set: public unicast
-// (none of the denied or private ranges of §6.3) and not a host address.
+// (none of the denied or private ranges of docs/security.md#networking-network-true) and not a host address.
 bool ResolvedAddressEligible(in_addr a, const std::vector<std::string>& host_addrs);
 
 // The addresses currently assigned to the host's interfaces.
 std::vector<std::string> HostAddresses();
 
-// Spec §6.3 loopback rewrite of one env value: `://localhost:<P>` and
+// docs/security.md#networking-network-true loopback rewrite of one env value: `://localhost:<P>` and
 // `://127.0.0.1:<P>` with P listed and followed by a non-digit or the end
 // become `://10.0.2.2:<P>`.
 std::string RewriteLoopback(const std::string& value, const std::vector<uint16_t>& ports);

@@ -14,7 +14,7 @@ after(async () => { await iii.shutdown() })
 
 const call = (function_id, payload, timeoutMs = 120000) => iii.trigger({ function_id, payload, timeoutMs })
 
-// The S-code object travels inside the SDK's error message (spec §8.2).
+// The S-code object travels inside the SDK's error message (docs/architecture.md#transports-and-their-limits).
 async function sError (p) {
   try {
     await p
