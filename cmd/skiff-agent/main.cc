@@ -52,7 +52,10 @@ int Run(int argc, char** argv) {
     vm = true;
   }
   // After VmInit (which sets its own umask and root).
-  skiff::agent::PrepareProcess();
+  if (auto st = skiff::agent::PrepareProcess(); !st.ok()) {
+    SKIFF_LOG(Error) << "cannot prepare the agent process: " << st.error().ToString();
+    return 1;
+  }
   // Built once; every exec'd child installs it (fail closed if it cannot).
   static auto policy = skiff::confine::BuildChildPolicy();
   if (!policy.ok()) {

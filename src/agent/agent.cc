@@ -583,11 +583,14 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsSed)};
 }
 
-void PrepareProcess() {
+Status PrepareProcess() {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ign, nullptr);
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (::sigaction(SIGPIPE, &ign, nullptr) != 0) return Error::Sys(Code::kS300, "sigaction", "SIGPIPE", errno);
+  // Not dumpable: sandboxed processes of the same uid cannot ptrace the
+  // agent or read its /proc/<pid>/mem, fds or environment.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return Error::Sys(Code::kS300, "prctl", "PR_SET_DUMPABLE", errno);
   ::umask(0);
   if (::chdir("/") < 0) {
     SKIFF_LOG(Warn) << "chdir(/): " << ErrnoName(errno);
@@ -597,6 +600,7 @@ void PrepareProcess() {
     nofile.rlim_cur = nofile.rlim_max;
     (void)::setrlimit(RLIMIT_NOFILE, &nofile);
   }
+  return OkStatus();
 }
 
 int RunAgent(UniqueFd channel, const AgentOptions& options) {

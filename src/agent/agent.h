@@ -34,7 +34,8 @@ int RunAgent(UniqueFd channel, const AgentOptions& options);
 
 // Process-wide setup for PID 1: SIGPIPE ignored, SIGCHLD blocked (consumed
 // through a signalfd by RunAgent), not dumpable, umask 0, cwd "/", raised
-// RLIMIT_NOFILE.
-void PrepareProcess();
+// RLIMIT_NOFILE. The security-relevant steps (SIGPIPE, not dumpable) are
+// checked: an error means the agent must not serve.
+Status PrepareProcess();
 
 }  // namespace skiff::agent

@@ -248,19 +248,26 @@ void SandboxManager::SetCreateObserver(CreateObserver observer) {
 
 void SandboxManager::TeardownInBackground(std::shared_ptr<Sandbox> sb) {
   registry_.BackgroundTeardownStarted();
-  auto body = [this, sb] {
-    sb->Teardown();
-    registry_.BackgroundTeardownFinished(sb);
+  const std::string id = sb->id;
+  // The sandbox travels in a shared slot: the body moves it out, so its
+  // last reference ends inside BackgroundTeardownFinished whichever copy of
+  // the body runs (the thread's, or this one when no thread can be had).
+  auto slot = std::make_shared<std::shared_ptr<Sandbox>>(std::move(sb));
+  auto body = [this, slot] {
+    std::shared_ptr<Sandbox> s = std::move(*slot);
+    if (!s) return;
+    s->Teardown();
+    registry_.BackgroundTeardownFinished(std::move(s));
   };
-  auto t = StartThread("teardown " + sb->id, body);
+  auto t = StartThread("teardown " + id, body);
   if (t.ok()) {
     t->detach();
     return;
   }
   // No thread to spare: tear down here. Slower for the caller (which may be
   // an agent's reader thread), but nothing is left behind.
-  SKIFF_LOG(Error) << "sandbox " << sb->id << ": " << t.error().message() << "; tearing down inline";
-  RunGuarded("teardown " + sb->id, body);
+  SKIFF_LOG(Error) << "sandbox " << id << ": " << t.error().message() << "; tearing down inline";
+  RunGuarded("teardown " + id, body);
 }
 
 Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {

@@ -170,11 +170,15 @@ void SandboxRegistry::BackgroundTeardownStarted() {
   ++pending_teardowns_;
 }
 
-void SandboxRegistry::BackgroundTeardownFinished(const std::shared_ptr<Sandbox>& sb) {
+void SandboxRegistry::BackgroundTeardownFinished(std::shared_ptr<Sandbox> sb) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // A stop that joined this teardown may have recorded the end already.
+    if (sb->state == SandboxState::kStopping) sb->MoveTo(SandboxState::kStopped);
+    tearing_down_.erase(sb->id);
+  }
+  sb.reset();  // outside the lock: destroying a sandbox joins its reader thread
   std::lock_guard<std::mutex> lk(mu_);
-  // A stop that joined this teardown may have recorded the end already.
-  if (sb->state == SandboxState::kStopping) sb->MoveTo(SandboxState::kStopped);
-  tearing_down_.erase(sb->id);
   --pending_teardowns_;
   teardown_cv_.notify_all();
 }

@@ -72,7 +72,10 @@ class SandboxRegistry {
   void FinishTeardown(const std::shared_ptr<Sandbox>& sb);
   // Background teardowns in flight, which Shutdown waits for.
   void BackgroundTeardownStarted();
-  void BackgroundTeardownFinished(const std::shared_ptr<Sandbox>& sb);
+  // Takes the caller's reference, which must be the last one outside the
+  // registry: the sandbox (and its fds) is gone before the teardown counts
+  // as finished, so a Shutdown that returns leaves nothing open.
+  void BackgroundTeardownFinished(std::shared_ptr<Sandbox> sb);
   void WaitBackgroundTeardowns();
 
   // --- shutdown
