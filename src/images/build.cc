@@ -72,6 +72,11 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
   ScopedCleanup drop([&] { (void)RemoveTree(tmp); });
   std::string rootfs = tmp + "/rootfs";
 
+  // One argument, written over three lines.
+  static constexpr const char* kDropCachesHook =
+      "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/* "
+      "\"$1\"/var/cache/debconf/*-old \"$1\"/var/lib/dpkg/*-old \"$1\"/var/log/*.log "
+      "\"$1\"/var/log/apt/*";
   std::vector<std::string> argv = {
       "mmdebstrap",
       "--mode=root",
@@ -87,9 +92,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
       "--dpkgopt=path-include=/usr/share/locale/locale.alias",
       "--dpkgopt=path-exclude=/usr/share/lintian/*",
       // Package lists and caches are rebuilt by `apt-get update` if needed.
-      "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/* "
-      "\"$1\"/var/cache/debconf/*-old \"$1\"/var/lib/dpkg/*-old \"$1\"/var/log/*.log "
-      "\"$1\"/var/log/apt/*",
+      kDropCachesHook,
   };
   if (!recipe.packages.empty()) {
     std::string inc;
@@ -123,7 +126,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
   drop.Cancel();
   lock.reset();  // finish() takes it again for the block image
   say("built preset " + name + " in " + std::to_string(meta.build_ms / 1000) + " s (" +
-      std::to_string(TreeBytes(store.RootfsDir(meta.digest)) / (1024 * 1024)) + " MiB)");
+      std::to_string(TreeBytes(store.RootfsDir(meta.digest)) / (uint64_t{1024} * 1024)) + " MiB)");
   return finish(meta);
 }
 

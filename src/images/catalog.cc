@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <utility>
+
 #include "base/log.h"
 #include "images/build.h"
 #include "images/recipe.h"
@@ -98,8 +100,9 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
                                               : images::Pull(store, name, source, progress_);
       }
       if (!got.ok()) {
-        std::string detail = got.error().message();
-        return Error(Code::kS102, "auto-install failed for image '" + name + "': " + detail);
+        std::string message = "auto-install failed for image '" + name;
+        message.append("': ").append(got.error().message());
+        return Error(Code::kS102, std::move(message));
       }
       digest = got->digest;
     }

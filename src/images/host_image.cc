@@ -87,13 +87,16 @@ void CopyDir(std::vector<Entry>& out, Watched& watched, const std::string& host,
   out.push_back({Entry::kDir, rel, "", 0755});
   for (const auto& n : names) {
     struct stat st;
-    std::string h = host + "/" + n;
+    std::string h = host;
+    h.append("/").append(n);
     if (::lstat(h.c_str(), &st) < 0) continue;
+    std::string r = rel;
+    r.append("/").append(n);
     if (S_ISDIR(st.st_mode)) {
-      if (depth > 0) CopyDir(out, watched, h, rel + "/" + n, depth - 1);
+      if (depth > 0) CopyDir(out, watched, h, r, depth - 1);
       continue;
     }
-    CopyEntry(out, watched, h, rel + "/" + n, /*in_watched_dir=*/true);
+    CopyEntry(out, watched, h, r, /*in_watched_dir=*/true);
   }
 }
 
@@ -131,7 +134,7 @@ std::vector<Entry> BuildSkeleton(std::vector<std::string>* layer_dirs, Watched& 
     // Only resolver directives, never comments or anything else.
     std::string rc;
     watched.push_back("/etc/resolv.conf");
-    if (auto host = ReadHostFile("/etc/resolv.conf", 64 * 1024)) {
+    if (auto host = ReadHostFile("/etc/resolv.conf", size_t{64} * 1024)) {
       std::stringstream ss(*host);
       std::string line;
       while (std::getline(ss, line))

@@ -82,8 +82,8 @@ class Members {
       if (l == links_.end()) return std::nullopt;
       std::string target = l->second;
       if (!target.starts_with("/")) {
-        auto slash = path.rfind('/');
-        target = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + target;
+        // Relative to the link's directory: prefix "dir/" (nothing at the top).
+        if (auto slash = path.rfind('/'); slash != std::string::npos) target.insert(0, path, 0, slash + 1);
       }
       path = NormalizeArchivePath(target, &ok);
     }

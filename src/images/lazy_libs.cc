@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 
 #include <cstdarg>
+#include <type_traits>
 
 #include "base/log.h"
 
@@ -83,6 +84,7 @@ bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
   X(archive_entry_perm)
 // clang-format on
 
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is the member's identifier, not an expression.
 #define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
 #define SKIFF_LAZY_RESOLVE(name) ok = ok && Sym(lib->h, soname, #name, &lib->name);
 
@@ -127,6 +129,12 @@ const Archive* LoadArchive() {
 const Curl& C() { return *LoadCurl(); }
 const Archive& A() { return *LoadArchive(); }
 
+// curl_easy_setopt's variadic argument, read from `ap` as a T and passed on.
+template <typename T>
+CURLcode SetoptAs(CURL* h, CURLoption option, va_list ap) {
+  return C().curl_easy_setopt(h, option, va_arg(ap, T));
+}
+
 }  // namespace
 }  // namespace skiff
 
@@ -147,32 +155,47 @@ CURL* curl_easy_init(void) {
   return c ? c->curl_easy_init() : nullptr;
 }
 
+// curl.h declares the two variadic functions below with an enum as the last
+// named parameter, and va_start on a parameter whose type changes under
+// default argument promotion (as an unscoped enum's does) is undefined in
+// C++. So they are defined with the enum's underlying type, which the
+// calling convention passes exactly like the enum, under other names that
+// asm labels bind to the libcurl symbols; the static_asserts tie both to the
+// header's prototypes.
+using CurlOptionInt = std::underlying_type_t<CURLoption>;
+using CurlInfoInt = std::underlying_type_t<CURLINFO>;
+static_assert(std::is_same_v<decltype(&::curl_easy_setopt), CURLcode (*)(CURL*, CURLoption, ...)>);
+static_assert(std::is_same_v<decltype(&::curl_easy_getinfo), CURLcode (*)(CURL*, CURLINFO, ...)>);
+static_assert(sizeof(CurlOptionInt) >= sizeof(int) && sizeof(CurlInfoInt) >= sizeof(int),
+              "the underlying types must not undergo promotion themselves");
+CURLcode SkiffCurlEasySetopt(CURL* h, CurlOptionInt option, ...) __asm__("curl_easy_setopt");
+CURLcode SkiffCurlEasyGetinfo(CURL* h, CurlInfoInt info, ...) __asm__("curl_easy_getinfo");
+
 // The one variadic argument's type follows from the option number, as in
 // libcurl itself: long, object pointer, function pointer, curl_off_t, blob.
-CURLcode curl_easy_setopt(CURL* h, CURLoption option, ...) {
+CURLcode SkiffCurlEasySetopt(CURL* h, CurlOptionInt option, ...) {
   va_list ap;
   va_start(ap, option);
   CURLcode r;
-  const int o = static_cast<int>(option);
-  if (o < CURLOPTTYPE_OBJECTPOINT)
-    r = C().curl_easy_setopt(h, option, va_arg(ap, long));
-  else if (o < CURLOPTTYPE_FUNCTIONPOINT)
-    r = C().curl_easy_setopt(h, option, va_arg(ap, void*));
-  else if (o < CURLOPTTYPE_OFF_T)
-    r = C().curl_easy_setopt(h, option, va_arg(ap, void (*)(void)));
-  else if (o < CURLOPTTYPE_BLOB)
-    r = C().curl_easy_setopt(h, option, va_arg(ap, curl_off_t));
-  else
-    r = C().curl_easy_setopt(h, option, va_arg(ap, void*));
+  const auto o = static_cast<CURLoption>(option);
+  if (option < CURLOPTTYPE_OBJECTPOINT) {
+    r = skiff::SetoptAs<long>(h, o, ap);
+  } else if (option >= CURLOPTTYPE_FUNCTIONPOINT && option < CURLOPTTYPE_OFF_T) {
+    r = skiff::SetoptAs<void (*)(void)>(h, o, ap);
+  } else if (option >= CURLOPTTYPE_OFF_T && option < CURLOPTTYPE_BLOB) {
+    r = skiff::SetoptAs<curl_off_t>(h, o, ap);
+  } else {  // object pointers (strings, lists, callback data) and blobs
+    r = skiff::SetoptAs<void*>(h, o, ap);
+  }
   va_end(ap);
   return r;
 }
 
 // Every CURLINFO_* takes a pointer to where the value goes.
-CURLcode curl_easy_getinfo(CURL* h, CURLINFO info, ...) {
+CURLcode SkiffCurlEasyGetinfo(CURL* h, CurlInfoInt info, ...) {
   va_list ap;
   va_start(ap, info);
-  CURLcode r = C().curl_easy_getinfo(h, info, va_arg(ap, void*));
+  CURLcode r = C().curl_easy_getinfo(h, static_cast<CURLINFO>(info), va_arg(ap, void*));
   va_end(ap);
   return r;
 }

@@ -344,7 +344,9 @@ Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::s
     }
     std::string got = "sha256:" + Sha256Hex(r.body);
     if (!wanted.empty() && got != wanted) {
-      return PullError("manifest digest mismatch: wanted " + wanted + ", got " + got);
+      std::string message = "manifest digest mismatch: wanted " + wanted;
+      message.append(", got ").append(got);
+      return PullError(message);
     }
     nlohmann::json doc;
     try {
@@ -417,7 +419,7 @@ Result<ImageMeta> Pull(const Store& store, const std::string& name, const std::s
   }
   int64_t ms = std::max<int64_t>(1, MonotonicMillis() - t0);
   say("downloaded " + std::to_string(bytes) + " bytes in " + std::to_string(ms) + " ms (" +
-      std::to_string(bytes * 1000 / static_cast<uint64_t>(ms) / (1024 * 1024)) + " MiB/s)");
+      std::to_string(bytes * 1000 / static_cast<uint64_t>(ms) / (uint64_t{1024} * 1024)) + " MiB/s)");
   return InstallImage(store, name, ref_text, cr.body, files, progress);
 }
 

@@ -56,7 +56,7 @@ std::string Recipe::Version() const { return suite + "-" + digest.substr(0, 12);
 std::string Recipe::OciRef() const { return "skiff.local/preset/" + name + ":" + Version(); }
 
 Result<Recipe> ParseRecipe(const std::string& text) {
-  if (text.size() > 64 * 1024) return Bad("file larger than 64 KiB");
+  if (text.size() > size_t{64} * 1024) return Bad("file larger than 64 KiB");
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -214,7 +214,7 @@ Result<std::string> Store::EnsureBlockImage(const std::string& digest, const std
     argv = {"mkfs.erofs", "--quiet", "-zlz4", "-T0", "-U00000000-0000-0000-0000-000000000000", tmp, rootfs};
   } else {
     uint64_t bytes = TreeBytes(rootfs);
-    uint64_t mib = bytes / (1024 * 1024) * 5 / 4 + 64;
+    uint64_t mib = bytes / (uint64_t{1024} * 1024) * 5 / 4 + 64;
     UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!f || ::ftruncate(f.get(), static_cast<off_t>(mib * 1024 * 1024)) != 0) {
       return Error::Sys(Code::kS300, "ftruncate", tmp, errno);
@@ -367,12 +367,14 @@ Status RunLogged(const std::vector<std::string>& argv, const std::function<void(
   const std::string& exe = *found;
   // Everything the child needs is prepared before fork.
   std::vector<char*> cargv;
+  cargv.reserve(argv.size() + 1);
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
   for (const auto& e : extra_env) env_store.push_back(e);
   std::vector<char*> cenv;
+  cenv.reserve(env_store.size() + 1);
   for (auto& e : env_store) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 

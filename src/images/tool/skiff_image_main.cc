@@ -8,6 +8,7 @@
 //
 // The store is $SKIFF_IMAGES_DIR, else <data dir>/images, or --dir DIR.
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -44,10 +45,7 @@ std::optional<std::string> DigestOf(const Store& store, const std::string& name)
   return std::nullopt;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+int Run(std::vector<std::string> args) {
   std::string dir = Store::DefaultRoot();
   if (args.size() >= 2 && args[0] == "--dir") {
     dir = args[1];
@@ -107,4 +105,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   return Usage();
+}
+
+}  // namespace
+
+// An exception (out of memory, a library's own) would end the tool in
+// std::terminate with no word of why: it is reported and the status is 1.
+int main(int argc, char** argv) {
+  try {
+    return Run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::cerr << "skiff-image: uncaught exception: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "skiff-image: uncaught exception of unknown type\n";
+  }
+  return 1;
 }

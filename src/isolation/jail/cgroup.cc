@@ -240,7 +240,8 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
   SandboxCgroup sc;
   if (kind_ == Kind::kNone) return sc;
   for (const auto& base : bases_) {
-    std::string dir = base + "/" + id;
+    std::string dir = base;
+    dir.append("/").append(id);
     if (::mkdir(dir.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", dir, errno);
     sc.dirs_.push_back(dir);
     if (kind_ == Kind::kV2) {

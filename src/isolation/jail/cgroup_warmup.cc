@@ -32,7 +32,7 @@ int MoveSelfUntilKilled(void* arg) {
       ::syscall(SYS_close, fd);
       fd = -1;  // no head start to give: just wait to be killed
     }
-    struct timespec ts = {0, 5 * 1000 * 1000};
+    struct timespec ts = {0, 5 * 1000L * 1000};  // 5 ms
     ::syscall(SYS_ppoll, nullptr, 0, fd >= 0 ? &ts : nullptr, nullptr, 0);
   }
   return 0;

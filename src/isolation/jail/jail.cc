@@ -402,7 +402,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
                     &plan, &pidfd);
   int clone_err = errno;
   if (cg_thread.joinable()) cg_thread.join();
-  if (cg.ok()) inst->cgroup_ = std::move(cg).value();  // released with `inst` from here on
+  // Only the value moves out: `cg` still says below whether creation failed.
+  if (cg.ok()) inst->cgroup_ = std::move(*cg);  // released with `inst` from here on
   if (pid < 0) return boot(Error::Sys(Code::kS300, "clone", "sandbox init", clone_err));
   inst->proc_ = Process(static_cast<pid_t>(pid), UniqueFd(pidfd));
   mark("exec");

@@ -65,7 +65,9 @@ void CleanupOrphans(const OrphanScope& scope) {
         std::string id = e->d_name;
         if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
         if (HeldElsewhere(LiveLockPath(scope.lock_dir, id))) continue;
-        if (!KillAndRemoveCgroup(base + "/" + id)) {
+        std::string dir = base;
+        dir.append("/").append(id);
+        if (!KillAndRemoveCgroup(dir)) {
           SKIFF_LOG(Warn) << "jail: could not remove orphan cgroup " << base << "/" << id;
         }
       }

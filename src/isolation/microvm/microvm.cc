@@ -179,7 +179,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   SKIFF_ASSIGN_OR_RETURN(Parts parts, ResolveParts());
   LaunchSpec spec;
   spec.id = policy.id;
-  spec.cpus = policy.cpus;
+  spec.cpus = static_cast<int>(policy.cpus);  // 1..64, checked above
   spec.memory_mb = policy.memory_mb;
   spec.block_image = policy.rootfs.block_image;
   spec.kvm = kvm;

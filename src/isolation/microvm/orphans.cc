@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/file_io.h"
@@ -90,19 +92,22 @@ void RemoveStaleStateDirs(const std::string& state_root, int abandoned_after_s) 
   if (auto d = ScopedDir::Open(state_root); d.ok()) {
     std::vector<std::string> stale;
     while (const dirent* e = d->Next()) {
-      std::string n = e->d_name;
-      std::string tag = TrimLine(ReadOrEmpty(state_root + "/" + n + "/" + kOwnerFile));
+      std::string dir = state_root;
+      dir.append("/").append(e->d_name);
+      std::string owner_file = dir;
+      owner_file.append("/").append(kOwnerFile);
+      std::string tag = TrimLine(ReadOrEmpty(owner_file));
       // Without an owner file the directory is either being created right
       // now by another process or was abandoned mid-creation; only the
       // latter is old.
       if (tag.empty()) {
         struct stat st {};
-        if (::lstat((state_root + "/" + n).c_str(), &st) != 0) continue;
+        if (::lstat(dir.c_str(), &st) != 0) continue;
         if (::time(nullptr) - st.st_mtime < abandoned_after_s) continue;
       } else if (!OwnerGone(tag)) {
         continue;
       }
-      stale.push_back(state_root + "/" + n);
+      stale.push_back(std::move(dir));
     }
     for (const auto& s : stale) {
       SKIFF_LOG(Info) << "microvm: removing stale state " << s;

@@ -76,7 +76,9 @@ Result<json> Qmp::Execute(const std::string& command, const json& arguments, Dea
     if (!m.contains("id") || m["id"] != id) continue;  // not ours (cannot happen: one at a time)
     if (m.contains("error")) {
       std::string desc = m["error"].is_object() ? m["error"].value("desc", std::string("?")) : "?";
-      return Platform("qmp", command + ": " + desc);
+      std::string message = command;
+      message.append(": ").append(desc);
+      return Platform("qmp", message);
     }
     return m.value("return", json::object());
   }
