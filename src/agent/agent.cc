@@ -43,7 +43,7 @@ using proto::Type;
 // files are not read) until the host drains the channel.
 constexpr size_t kOutHighWater = 8u << 20;
 // Bytes read from the host channel per read(), straight into the decoder.
-constexpr size_t kReadSize = 512u * 1024;
+constexpr size_t kReadSize = size_t{512} * 1024;
 // At most this many requests at once.
 constexpr size_t kMaxStreams = 4096;
 // Credit is capped so a hostile or buggy host cannot overflow counters.
@@ -57,6 +57,7 @@ int64_t BootMs() {
 
 enum class Kind { kExec, kWrite, kRead, kDrain };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
   uint32_t id = 0;
   Kind kind = Kind::kDrain;
@@ -105,7 +106,7 @@ class Loop final : private ExecSink {
   bool Flush();  // false when the channel is dead
 
   // Input.
-  void OnFrame(proto::Frame f);
+  void OnFrame(const proto::Frame& f);
   void OnResume(const json& r);
   void SendHello(bool restored);
   void OnOpen(uint32_t id, const std::string& payload);
@@ -215,7 +216,7 @@ void Loop::SendHello(bool restored) {
   out_ += proto::EncodeAgentHello(h);
 }
 
-void Loop::OnFrame(proto::Frame f) {
+void Loop::OnFrame(const proto::Frame& f) {
   switch (f.type) {
     case Type::kHello: {
       json h = json::parse(f.payload, nullptr, false);
@@ -557,7 +558,7 @@ int Loop::Run() {
             break;
           }
           if (!*f) break;
-          OnFrame(std::move(**f));
+          OnFrame(**f);
         }
       }
     }

@@ -71,6 +71,7 @@ struct Exec {
 
 // What starting an exec gave: a running Exec, or a program that could not be
 // started, reported as a normal result (stderr text, exit 127/126).
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct ExecStart {
   std::unique_ptr<Exec> exec;  // null when not started
   std::string stderr_text;     // !exec

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
+#include <string_view>
 
 #include "agent/fs_ops.h"
 #include "agent/fs_pattern.h"
@@ -46,7 +46,7 @@ bool ScanLines(int fd, F&& on_line) {
     buf.append(chunk, static_cast<size_t>(n));
     if (!checked_binary) {
       if (buf.size() < 8192 && !eof) continue;
-      if (std::memchr(buf.data(), '\0', std::min<size_t>(buf.size(), 8192)) != nullptr) return true;
+      if (std::string_view(buf).substr(0, 8192).find('\0') != std::string_view::npos) return true;
       checked_binary = true;
     }
     size_t start = 0;

@@ -42,7 +42,9 @@ bool WalkFiles(int dirfd, const std::string& prefix, int depth, const FileFn& on
   for (const auto& name : ListNames(dirfd)) {
     struct stat st {};
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-    std::string rel = prefix.empty() ? name : prefix + "/" + name;
+    std::string rel = prefix;
+    if (!rel.empty()) rel += '/';
+    rel += name;
     if (S_ISDIR(st.st_mode)) {
       if (depth >= kMaxDepth) continue;
       UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

@@ -269,7 +269,9 @@ std::vector<std::string> ProgramCandidates(const std::string& argv0, const std::
     size_t colon = path.find(':', start);
     std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (dir.empty()) dir = ".";  // an empty entry means the working directory
-    out.push_back(dir + "/" + argv0);
+    dir += '/';
+    dir += argv0;
+    out.push_back(std::move(dir));
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
@@ -298,6 +300,7 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   envp.push_back(nullptr);
   std::vector<std::string> cand = ProgramCandidates(req.argv[0], req.env);
   std::vector<const char*> cand_c;
+  cand_c.reserve(cand.size());
   for (const auto& c : cand) cand_c.push_back(c.c_str());
 
   int in[2], out[2], err[2], rep[2];
@@ -316,7 +319,7 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   // The child only writes its own stack and makes system calls; every
   // signal stays blocked until it has reset the dispositions, so no agent
   // handler ever runs in it.
-  constexpr size_t kChildStack = 256 * 1024;
+  constexpr size_t kChildStack = size_t{256} * 1024;
   void* stack =
       ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return Error::Sys(Code::kS300, "mmap", "child stack", errno);

@@ -63,7 +63,7 @@ void MkdirP(const std::string& path, mode_t mode) {
 
 // A small kernel-provided file (/proc, /sys), or "" when it cannot be read.
 std::string ReadSmallFile(const std::string& path) {
-  Result<std::string> r = ReadFile(path, 64 * 1024);
+  Result<std::string> r = ReadFile(path, size_t{64} * 1024);
   return r.ok() ? std::move(*r) : std::string();
 }
 

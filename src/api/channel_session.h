@@ -88,6 +88,7 @@ class ChannelSession : public WsBase<Protocol> {
         return;
       case Channel::Push::kFull: {
         auto self = Self();
+        // NOLINTNEXTLINE(bugprone-use-after-move): TryPush leaves `f` untouched on kFull (channels.h).
         auto held = std::make_shared<Frame>(std::move(f));
         ch_->OnWritable([self, held]() {
           net::post(self->ws_.get_executor(), [self, held]() { self->PushFrame(std::move(*held)); });

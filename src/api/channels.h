@@ -20,7 +20,7 @@
 
 namespace skiff::api {
 
-inline constexpr size_t kChannelChunk = 64 * 1024;
+inline constexpr size_t kChannelChunk = size_t{64} * 1024;
 inline constexpr auto kChannelAttachDeadline = std::chrono::minutes(5);
 inline constexpr auto kChannelStall = std::chrono::seconds(5);
 
@@ -35,6 +35,8 @@ class Channel {
 
   // --- writer side ---
   enum class Push { kOk, kFull, kClosed };
+  // Queues `f` (kOk). On kFull and kClosed `f` is left as it was, so a
+  // writer can hold on to it and retry when OnWritable fires.
   Push TryPush(Frame&& f);
   // Blocks while the queue is full. Error when the reader went away or the
   // channel was aborted, or (if `stall` > 0) no space came within `stall`.

@@ -19,6 +19,7 @@ namespace skiff::api::iii {
 enum class Action { kNone, kVoid, kEnqueue };
 
 // A decoded invokefunction.
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct InvokeRequest {
   std::string function_id;
   nlohmann::json invocation_id;  // null when absent

@@ -46,11 +46,34 @@ void Histogram::Render(std::string& out, const std::string& name, const std::str
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cum += counts_[i];
     std::string le = i < bounds_.size() ? Num(bounds_[i]) : "+Inf";
-    out += name + "_bucket{" + labels + sep + "le=\"" + le + "\"} " + std::to_string(cum) + "\n";
+    out += name;
+    out += "_bucket{";
+    out += labels;
+    out += sep;
+    out += "le=\"";
+    out += le;
+    out += "\"} ";
+    out += std::to_string(cum);
+    out += '\n';
   }
-  std::string l = labels.empty() ? "" : "{" + labels + "}";
-  out += name + "_sum" + l + " " + Num(sum_) + "\n";
-  out += name + "_count" + l + " " + std::to_string(count_) + "\n";
+  std::string l;
+  if (!labels.empty()) {
+    l += '{';
+    l += labels;
+    l += '}';
+  }
+  out += name;
+  out += "_sum";
+  out += l;
+  out += ' ';
+  out += Num(sum_);
+  out += '\n';
+  out += name;
+  out += "_count";
+  out += l;
+  out += ' ';
+  out += std::to_string(count_);
+  out += '\n';
 }
 
 void Metrics::FunctionCall(const std::string& function, const std::string& result) {

@@ -24,8 +24,6 @@
 namespace skiff::api {
 
 namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using unix_sock = net::local::stream_protocol;

@@ -77,7 +77,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     auto self = shared_from_this();
     uint64_t gen = ++generation;
     resolver.async_resolve(
-        u.host, u.port, [self, u, gen](beast::error_code ec, tcp::resolver::results_type res) {
+        u.host, u.port, [self, u, gen](beast::error_code ec, const tcp::resolver::results_type& res) {
           if (gen != self->generation) return;
           if (ec) return self->Retry("resolve: " + ec.message());
           self->ws = std::make_unique<websocket::stream<beast::tcp_stream>>(self->ioc);

@@ -292,7 +292,7 @@ std::string TypeOf(const json& s) {
   return out;
 }
 
-std::string Cell(std::string s) {
+std::string Cell(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '|')

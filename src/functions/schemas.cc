@@ -47,7 +47,7 @@ json WithDefault(json j, json def) {
   return j;
 }
 
-json Object(std::string d, json props, std::vector<std::string> required) {
+json Object(std::string d, json props, const std::vector<std::string>& required) {
   json j = {{"type", "object"}, {"description", std::move(d)}, {"properties", std::move(props)}};
   j["required"] = required;
   return j;

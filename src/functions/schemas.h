@@ -9,6 +9,7 @@
 
 namespace skiff::fn {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct FunctionSchemas {
   nlohmann::json request;
   nlohmann::json response;

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <exception>
+#include <system_error>
 
 #include "base/json_limits.h"
 #include "base/log.h"
@@ -200,26 +202,45 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
 }
 
 Client::~Client() {
-  Close();
+  // Nothing escapes a destructor: a failure to mark the streams closed is
+  // logged, and the channel is shut down regardless so the reader ends.
+  try {
+    MarkClosed();
+  } catch (const std::exception& e) {
+    SKIFF_LOG(Error) << "agent channel: closing: " << e.what();
+  }
+  HangUp();
   // The death callback may drop the last reference to this client (a torn
   // down sandbox), so the destructor can run on the reader thread itself.
   // That thread touches no member after the callback returns; joining it
   // from itself would throw (EDEADLK) and terminate the process.
   if (reader_.joinable()) {
-    if (reader_.get_id() == std::this_thread::get_id())
-      reader_.detach();
-    else
-      reader_.join();
+    // join and detach throw only for a thread that is not joinable (or, for
+    // join, is this one), which the checks here exclude.
+    try {
+      if (reader_.get_id() == std::this_thread::get_id())
+        reader_.detach();
+      else
+        reader_.join();
+    } catch (const std::system_error& e) {
+      SKIFF_LOG(Error) << "agent channel: reader thread: " << e.what();
+    }
   }
   if (wake_[0] >= 0) ::close(wake_[0]);
   if (wake_[1] >= 0) ::close(wake_[1]);
 }
 
 void Client::Close() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!dead_) Fail(CloseReason::kClosedByHost, "closed by host");
-  }
+  MarkClosed();
+  HangUp();
+}
+
+void Client::MarkClosed() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!dead_) Fail(CloseReason::kClosedByHost, "closed by host");
+}
+
+void Client::HangUp() noexcept {
   // Tell the agent at once: on EOF it kills every process and exits, so a
   // stop does not have to wait out the SIGTERM grace of a PID 1.
   if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
@@ -330,7 +351,7 @@ Result<nlohmann::json> Client::Call(const nlohmann::json& request,
 
 void Client::ReaderLoop() {
   Decoder dec;
-  constexpr size_t kReadSize = 512 * 1024;
+  constexpr size_t kReadSize = size_t{512} * 1024;
   std::string why;
   CloseReason reason = CloseReason::kIoError;
   for (;;) {

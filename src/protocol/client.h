@@ -47,6 +47,7 @@ concept Request = requires(const T& r) {
   { r.ToJson() } -> std::same_as<nlohmann::json>;
 };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct Event {
   enum class Kind { kMeta, kData, kEnd, kResult, kError, kClosed };
   Kind kind = Kind::kClosed;
@@ -126,6 +127,11 @@ class Client : public std::enable_shared_from_this<Client> {
   friend class Stream;
   explicit Client(UniqueFd fd) : fd_(std::move(fd)) {}
   void ReaderLoop();
+  // Close() in two halves: marking the connection dead (streams get kClosed;
+  // allocates, so it can throw) and waking the agent and the reader (system
+  // calls only).
+  void MarkClosed();
+  void HangUp() noexcept;
   void Fail(CloseReason reason, const std::string& why);  // mu_ held
   Status WriteRaw(const std::string& bytes);
   // One frame written straight from `payload` (header and body gathered by

@@ -119,6 +119,7 @@ struct EmptyResult {
 };
 
 // ERROR {"code":"Sxxx", "message", "fix"?, "details"?}.
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct AgentError {
   Code code = Code::kS300;
   std::string message;

@@ -36,6 +36,14 @@ Error ConfigError(std::string_view key, std::string_view detail) {
   return Error(Code::kS001, std::move(msg));
 }
 
+// The dotted name of a nested key: "per_image_caps" + "python".
+std::string KeyPath(std::string_view key, std::string_view name) {
+  std::string path(key);
+  path += '.';
+  path += name;
+  return path;
+}
+
 std::string Describe(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null:
@@ -286,7 +294,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       if (!v.IsMap()) return ConfigError(key, "expected a mapping, got " + Describe(v));
       for (const auto& img : v) {
         std::string name = img.first.Scalar();
-        std::string k = key + "." + name;
+        std::string k = KeyPath(key, name);
         if (name.empty()) return ConfigError(key, "empty image name");
         ImageCaps caps;
         if (!NodeIsNull(img.second)) {
@@ -295,7 +303,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
                                "expected a mapping {max_cpus, max_memory_mb}, got " + Describe(img.second));
           }
           for (const auto& f : img.second) {
-            std::string fk = k + "." + f.first.Scalar();
+            std::string fk = KeyPath(k, f.first.Scalar());
             if (f.first.Scalar() == "max_cpus") {
               if (NodeIsNull(f.second)) continue;  // omitted or null = no limit
               SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(f.second, fk, 0, UINT32_MAX));
@@ -317,20 +325,19 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       for (const auto& img : v) {
         std::string name = img.first.Scalar();
         if (name.empty()) return ConfigError(key, "empty image name");
+        std::string k = KeyPath(key, name);
         if (kPresets.count(name) || name == "host") {
-          return ConfigError(key + "." + name,
-                             "'" + name + "' is a built-in catalog name and cannot be redefined");
+          return ConfigError(k, "'" + name + "' is a built-in catalog name and cannot be redefined");
         }
         for (char ch : name) {
           bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                     ch == '-' || ch == '_' || ch == '.';
           if (!ok) {
-            return ConfigError(key + "." + name,
-                               "image names may contain only letters, digits, '-', '_' and '.'");
+            return ConfigError(k, "image names may contain only letters, digits, '-', '_' and '.'");
           }
         }
-        SKIFF_ASSIGN_OR_RETURN(std::string ref, GetString(img.second, key + "." + name));
-        if (ref.empty()) return ConfigError(key + "." + name, "empty image reference");
+        SKIFF_ASSIGN_OR_RETURN(std::string ref, GetString(img.second, k));
+        if (ref.empty()) return ConfigError(k, "empty image reference");
         c.custom_images[name] = ref;
       }
     } else if (key == "listen_address") {
@@ -358,7 +365,7 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       if (!v.IsMap()) return ConfigError(key, "expected a mapping image -> count, got " + Describe(v));
       for (const auto& p : v) {
         std::string name = p.first.Scalar();
-        SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(p.second, key + "." + name, 0, 1024));
+        SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(p.second, KeyPath(key, name), 0, 1024));
         c.pool[name] = static_cast<uint32_t>(n);
       }
     } else if (key == "network") {

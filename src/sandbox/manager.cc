@@ -51,7 +51,8 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
             return Boot({image, default_isolation_, config_.default_cpus, config_.default_memory_mb, false});
           },
           [this](const std::shared_ptr<Sandbox>& sb) { WatchAgent(sb); }),
-      reaper_(registry_, config_, stats_, [this](std::shared_ptr<Sandbox> sb) { TeardownInBackground(sb); }) {
+      reaper_(registry_, config_, stats_,
+              [this](const std::shared_ptr<Sandbox>& sb) { TeardownInBackground(sb); }) {
   if (config_.isolation == "auto") {
     default_isolation_ = (isolators_.count("microvm") && KvmUsable()) ? "microvm" : "jail";
     if (!isolators_.count(default_isolation_) && !isolators_.empty())
@@ -246,7 +247,7 @@ void SandboxManager::SetCreateObserver(CreateObserver observer) {
   observer_ = std::move(observer);
 }
 
-void SandboxManager::TeardownInBackground(std::shared_ptr<Sandbox> sb) {
+void SandboxManager::TeardownInBackground(const std::shared_ptr<Sandbox>& sb) {
   registry_.BackgroundTeardownStarted();
   const std::string id = sb->id;
   // The sandbox travels in a shared slot: the body moves it out, so its

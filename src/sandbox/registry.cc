@@ -7,7 +7,7 @@
 
 namespace skiff {
 
-SandboxRegistry::SandboxRegistry(const Config& config, std::map<std::string, uint32_t> pool_targets)
+SandboxRegistry::SandboxRegistry(const Config& config, const std::map<std::string, uint32_t>& pool_targets)
     : config_(config) {
   for (const auto& [image, n] : pool_targets) pools_[image].target = n;
 }

@@ -30,7 +30,7 @@ class SandboxRegistry {
 
   // `pool_targets`: image -> pooled sandboxes to keep ready (fixed for the
   // registry's life; only the pools' contents change).
-  SandboxRegistry(const Config& config, std::map<std::string, uint32_t> pool_targets);
+  SandboxRegistry(const Config& config, const std::map<std::string, uint32_t>& pool_targets);
 
   // --- create
   // Reserves a create slot (live sandboxes + creates in progress): S400 at
