@@ -247,7 +247,7 @@ void SandboxManager::SetCreateObserver(CreateObserver observer) {
   observer_ = std::move(observer);
 }
 
-void SandboxManager::TeardownInBackground(const std::shared_ptr<Sandbox>& sb) {
+void SandboxManager::TeardownInBackground(std::shared_ptr<Sandbox> sb) {
   registry_.BackgroundTeardownStarted();
   const std::string id = sb->id;
   // The sandbox travels in a shared slot: the body moves it out, so its

@@ -100,7 +100,9 @@ class SandboxManager : public SandboxService {
   void NotifyCreated(const std::string& image, bool pooled, std::chrono::steady_clock::time_point t0);
   // Tears a sandbox taken out of the registry down on a thread of its own
   // (inline when no thread can be started) and records the end.
-  void TeardownInBackground(const std::shared_ptr<Sandbox>& sb);
+  // Takes the sandbox by value: the teardown thread holds the reference it
+  // drops before the teardown counts as finished.
+  void TeardownInBackground(std::shared_ptr<Sandbox> sb);
 
   Config config_;
   HostProbes host_;
