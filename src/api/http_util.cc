@@ -141,19 +141,6 @@ RouteMatch MatchRoute(std::string_view p) {
   return m;
 }
 
-std::string_view AllowedMethods(Route r) {
-  switch (r) {
-    case Route::kFunctionCall:
-      return "GET, POST";
-    case Route::kFiles:
-      return "GET, PUT";
-    case Route::kNotFound:
-      return "";
-    default:
-      return "GET";
-  }
-}
-
 Result<nlohmann::json> ParsePayload(std::string_view body) {
   auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   if (std::all_of(body.begin(), body.end(), ws)) return nlohmann::json::object();

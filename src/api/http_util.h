@@ -50,8 +50,6 @@ struct RouteMatch {
   std::string param;  // function id, sandbox id or channel id (decoded)
 };
 RouteMatch MatchRoute(std::string_view decoded_path);
-// The methods a route accepts, for 405's Allow header.
-std::string_view AllowedMethods(Route r);
 
 using skiff::JsonDepth;
 

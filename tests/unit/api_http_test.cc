@@ -57,8 +57,6 @@ TEST(ApiHttpTest, Routes) {
   EXPECT_EQ(m("/ws/channels/a%2Fb").param, "a%2Fb");
   EXPECT_FALSE(SplitTarget("nope"));
   EXPECT_FALSE(SplitTarget("/%zz"));
-  EXPECT_EQ(AllowedMethods(Route::kFunctionCall), "GET, POST");
-  EXPECT_EQ(AllowedMethods(Route::kFiles), "GET, PUT");
 }
 
 TEST(ApiHttpTest, JsonDepthIgnoresBracketsInStrings) {
