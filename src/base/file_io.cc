@@ -68,7 +68,13 @@ Status WriteFile(const std::string& path, std::string_view data, mode_t mode) {
 Status WriteKnob(const std::string& path, std::string_view value) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
-  ssize_t n = ::write(fd.get(), value.data(), value.size());
+  // A knob write may fail with EINTR when a signal is pending while the
+  // kernel works on it (a memory cgroup limit reclaims first): retry it.
+  ssize_t n = -1;
+  for (int tries = 0; tries < 100; ++tries) {
+    n = ::write(fd.get(), value.data(), value.size());
+    if (n >= 0 || errno != EINTR) break;
+  }
   if (n != static_cast<ssize_t>(value.size()))
     return Error::Sys(Code::kS300, "write", path + " <- " + std::string(value), n < 0 ? errno : EIO);
   return OkStatus();
