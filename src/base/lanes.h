@@ -54,9 +54,9 @@ class LaneExecutor {
  private:
   struct Lane {
     std::deque<std::function<void()>> queue;
-    size_t running = 0;  // tasks being run
-    size_t threads = 0;  // running or waiting for work
-    size_t idle = 0;     // of those, waiting for work
+    size_t running = 0;          // tasks being run
+    size_t threads = 0;          // running or waiting for work
+    size_t idle = 0;             // of those, waiting for work
     std::condition_variable cv;  // work queued, or shutdown
   };
   void Work(const std::string& key);

@@ -134,9 +134,11 @@ TEST_P(StuckSandboxTest, AStuckAgentHoldsOnlyItsOwnLane) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (int p : procs) EXPECT_FALSE(Alive(p)) << "process " << p << " of the stopped sandbox";
-  EXPECT_EQ(d.Call("sandbox::fs::stat", {{"sandbox_id", stuck}, {"path", "/"}}).Json().value("code", ""), "S002");
-  EXPECT_EQ(d.Call("sandbox::exec", {{"sandbox_id", healthy}, {"cmd", "echo still"}}).Json().value("stdout", ""),
-            "still\n");
+  EXPECT_EQ(d.Call("sandbox::fs::stat", {{"sandbox_id", stuck}, {"path", "/"}}).Json().value("code", ""),
+            "S002");
+  EXPECT_EQ(
+      d.Call("sandbox::exec", {{"sandbox_id", healthy}, {"cmd", "echo still"}}).Json().value("stdout", ""),
+      "still\n");
   EXPECT_EQ(d.Call("sandbox::stop", {{"sandbox_id", healthy}, {"wait", true}}).status, 200);
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }

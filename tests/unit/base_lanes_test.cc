@@ -22,7 +22,8 @@ struct Gate {
 };
 
 TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
-  LaneExecutor ex("test lanes", {.threads_per_lane = 2, .queue_per_lane = 2, .max_threads = 16, .idle = 100ms});
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 2, .queue_per_lane = 2, .max_threads = 16, .idle = 100ms});
   Gate gate;
   std::atomic<int> started{0};
   for (int i = 0; i < 4; ++i) {  // two run and block, two queue behind them
@@ -45,7 +46,8 @@ TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
 }
 
 TEST(LaneExecutorTest, TotalThreadCapRefusesNewLanes) {
-  LaneExecutor ex("test lanes", {.threads_per_lane = 4, .queue_per_lane = 0, .max_threads = 3, .idle = 100ms});
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 4, .queue_per_lane = 0, .max_threads = 3, .idle = 100ms});
   Gate gate;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(ex.Post("k" + std::to_string(i), [&] { gate.f.wait(); }).ok());
   auto r = ex.Post("k9", [] {});
@@ -59,7 +61,8 @@ TEST(LaneExecutorTest, IdleThreadsEndAndLanesAreForgotten) {
   LaneExecutor ex("test lanes", {.threads_per_lane = 2, .queue_per_lane = 8, .max_threads = 8, .idle = 50ms});
   std::atomic<int> n{0};
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(ex.Post("k" + std::to_string(i % 3), [&] { ++n; }).ok());
-  for (int i = 0; i < 200 && (n.load() < 20 || ex.stats().threads > 0); ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 200 && (n.load() < 20 || ex.stats().threads > 0); ++i)
+    std::this_thread::sleep_for(10ms);
   EXPECT_EQ(n.load(), 20);
   auto s = ex.stats();
   EXPECT_EQ(s.threads, 0u);
@@ -68,7 +71,8 @@ TEST(LaneExecutorTest, IdleThreadsEndAndLanesAreForgotten) {
 }
 
 TEST(LaneExecutorTest, AThrowingTaskEndsOnlyItself) {
-  LaneExecutor ex("test lanes", {.threads_per_lane = 1, .queue_per_lane = 4, .max_threads = 4, .idle = 100ms});
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 1, .queue_per_lane = 4, .max_threads = 4, .idle = 100ms});
   std::promise<void> after;
   ASSERT_TRUE(ex.Post("k", [] { throw std::runtime_error("boom"); }).ok());
   ASSERT_TRUE(ex.Post("k", [&] { after.set_value(); }).ok());
@@ -78,11 +82,13 @@ TEST(LaneExecutorTest, AThrowingTaskEndsOnlyItself) {
 TEST(LaneExecutorTest, DestructorRunsQueuedTasksAndRefusesAfter) {
   std::atomic<int> n{0};
   {
-    LaneExecutor ex("test lanes", {.threads_per_lane = 1, .queue_per_lane = 16, .max_threads = 4, .idle = 1000ms});
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(ex.Post("k", [&] {
-                                              std::this_thread::sleep_for(1ms);
-                                              ++n;
-                                            }).ok());
+    LaneExecutor ex("test lanes",
+                    {.threads_per_lane = 1, .queue_per_lane = 16, .max_threads = 4, .idle = 1000ms});
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(ex.Post("k", [&] {
+                      std::this_thread::sleep_for(1ms);
+                      ++n;
+                    }).ok());
   }
   EXPECT_EQ(n.load(), 10);
 }
