@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -25,12 +26,34 @@ constexpr size_t kGrepMaxLine = 4u << 20;
 // grep stops (truncated:true) once its answer would exceed this many bytes,
 // whatever max_matches says: the agent's memory stays bounded.
 constexpr size_t kGrepMaxAnswer = 64u << 20;
+// grep stops (truncated:true) once it has read this many bytes, or run this
+// long, in one call, so one call cannot keep the agent busy for long
+// whatever the tree holds (a planted sparse file of a petabyte, say, or a
+// million small files).
+constexpr uint64_t kGrepMaxScan = 1ull << 30;
+constexpr auto kGrepMaxTime = std::chrono::seconds(10);
+
+// What one grep call may still read, and until when.
+struct ScanBudget {
+  uint64_t bytes = kGrepMaxScan;
+  std::chrono::steady_clock::time_point until = std::chrono::steady_clock::now() + kGrepMaxTime;
+  bool exhausted = false;
+
+  // Takes `n` bytes; false (and exhausted) once either bound is reached.
+  bool Take(uint64_t n) {
+    bytes -= std::min(bytes, n);
+    if (bytes == 0 || std::chrono::steady_clock::now() >= until) exhausted = true;
+    return !exhausted;
+  }
+};
 
 // Streams a file's lines; skips binary files (NUL in the first 8192 bytes).
 // on_line(content, line_no, offset) returns false to stop. Lines longer than
 // kGrepMaxLine are consumed without being buffered and are not reported.
+// Each read is taken from `budget`; once it is exhausted the scan stops
+// (false).
 template <typename F>
-bool ScanLines(int fd, F&& on_line) {
+bool ScanLines(int fd, ScanBudget& budget, F&& on_line) {
   std::string buf;
   buf.reserve(65536);
   char chunk[65536];
@@ -39,10 +62,13 @@ bool ScanLines(int fd, F&& on_line) {
   uint64_t line_no = 0, base = 0;  // base = file offset of buf[0]
   bool skipping = false;           // inside an over-long line
   while (!eof) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (budget.exhausted) return false;
+    size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof chunk, budget.bytes));
+    ssize_t n = ::read(fd, chunk, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return true;  // unreadable mid-way: stop this file silently
     if (n == 0) eof = true;
+    budget.Take(static_cast<uint64_t>(n));
     buf.append(chunk, static_cast<size_t>(n));
     if (!checked_binary) {
       if (buf.size() < 8192 && !eof) continue;
@@ -94,8 +120,9 @@ Result<json> FsGrep(const json& req) {
   proto::FsGrepResult out;
   std::vector<proto::FsGrepMatch>& matches = out.matches;
   size_t answer_bytes = 0;
+  ScanBudget budget;
   auto scan = [&](int fd, const std::string& shown) {
-    return ScanLines(fd, [&](std::string_view line, uint64_t no, uint64_t off) {
+    return ScanLines(fd, budget, [&](std::string_view line, uint64_t no, uint64_t off) {
       if (!IsValidUtf8(line)) return true;
       re2::StringPiece m;
       if (!re->Match(line, 0, line.size(), RE2::UNANCHORED, &m, 1)) return true;
@@ -122,11 +149,13 @@ Result<json> FsGrep(const json& req) {
   } else {
     WalkFiles(root.dir.get(), "", 0, [&](const std::string& rel, int dirfd, const std::string& name) {
       if (!GlobSelected(include, exclude, rel)) return true;
+      if (!budget.Take(0)) return false;  // the time bound, between files
       UniqueFd fd(OpenRegularAt(dirfd, name.c_str(), false));
       if (!fd) return true;
       return scan(fd.get(), JoinPath(path, rel));
     });
   }
+  if (budget.exhausted) out.truncated = true;
   return out.ToJson();
 }
 

@@ -121,8 +121,10 @@ class EngineSession : public WsBase<Protocol> {
       return;
     }
     auto self = Self();
+    auto target = CallTargetOf(fid, req->data);
+    std::string invocation_id = req->invocation_id, function_id = fid;  // req moves into the task
     ++in_flight_;
-    this->srv_.Blocking([self, reply, req = std::move(*req)]() mutable {
+    Status queued = this->srv_.Dispatch(target, [self, reply, req = std::move(*req)]() mutable {
       Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get());
       if (!reply) {
         net::post(self->ws_.get_executor(), [self]() { self->Finished(""); });
@@ -133,6 +135,13 @@ class EngineSession : public WsBase<Protocol> {
       net::post(self->ws_.get_executor(),
                 [self, d = std::move(out)]() mutable { self->Finished(std::move(d)); });
     });
+    if (!queued.ok()) {  // the sandbox's lane is full: answered at once
+      Invocation inv;
+      inv.error = std::move(queued).error();
+      Finished(reply ? iii::EncodeInvocation(invocation_id, function_id, std::move(inv),
+                                             [&](const Error& e) { return this->srv_.ErrorBody(e); })
+                     : std::string());
+    }
   }
 
   std::shared_ptr<ScopedBroker> channels_;

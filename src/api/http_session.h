@@ -188,11 +188,18 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   // Runs a call on the pool and answers on the event loop.
   void CallAsync(std::string id, json payload) {
     auto self = this->shared_from_this();
-    srv_.Blocking([self, id = std::move(id), payload = std::move(payload)]() {
+    auto target = CallTargetOf(id, payload);
+    Status queued = srv_.Dispatch(target, [self, id, payload = std::move(payload)]() {
       Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker);
       net::post(self->stream_.get_executor(),
                 [self, inv = std::move(inv)]() mutable { self->Invocation2Response(std::move(inv)); });
     });
+    if (!queued.ok()) {
+      srv_.metrics.FunctionCall(id, std::string(CodeName(queued.error().code())));
+      Invocation inv;
+      inv.error = std::move(queued).error();
+      Invocation2Response(std::move(inv));
+    }
   }
 
   // ---------------------------------------------------------- functions
@@ -299,7 +306,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto self = this->shared_from_this();
     std::string sid = t->first, path = t->second;
     dl_.Begin(ch, failure);
-    srv_.Blocking([self, ch, failure, sid, path]() {
+    Status queued = srv_.Dispatch(CallTarget{sid}, [self, ch, failure, sid, path]() {
       bool meta_sent = false;
       Status st = self->srv_.sandboxes.ReadFile(
           sid, path,
@@ -325,6 +332,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       }
       (void)meta_sent;
     });
+    if (!queued.ok()) {
+      *failure = queued.error();
+      ch->Abort(queued.error().message());
+    }
     PumpDownload();
   }
 
@@ -430,7 +441,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     // The call starts only after any 100-continue went out, so the early
     // error answer of a failing call never overlaps another write.
     MaybeContinue([self, ch, sid, path, mode, parents]() {
-      self->srv_.Blocking([self, ch, sid, path, mode, parents]() {
+      Status queued = self->srv_.Dispatch(CallTarget{sid}, [self, ch, sid, path, mode, parents]() {
         struct Guard {
           std::shared_ptr<Channel> ch;
           ~Guard() { ch->ReaderGone(); }
@@ -454,6 +465,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
           self->MaybeFinishPut();
         });
       });
+      if (!queued.ok()) {  // refused: the body is read and dropped, then the error answers
+        ch->ReaderGone();
+        self->up_.result.emplace(std::move(queued).error());
+      }
       self->up_.parser.emplace(std::move(*self->hp_));
       self->up_.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       self->up_.buf.resize(kChannelChunk);

@@ -41,6 +41,13 @@ class SandboxAccess {
     return manager_.FsWrite(sandbox_id, path, mode, parents, source);
   }
 
+  // Whether `sandbox_id` names a live (listed) sandbox: its calls run on its lane.
+  bool Exists(const std::string& sandbox_id) {
+    for (const auto& e : manager_.List())
+      if (e.sandbox_id == sandbox_id) return true;
+    return false;
+  }
+
   // /healthz.
   size_t SandboxCount() { return manager_.List().size(); }
   std::string DefaultIsolation() const { return manager_.default_isolation(); }

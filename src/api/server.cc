@@ -130,7 +130,9 @@ void Server::Run() {
       return s.Call(id, payload, nullptr);
     };
     hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
-    hooks.run_blocking = [&s](std::function<void()> f) { s.Blocking(std::move(f)); };
+    hooks.dispatch = [&s](const std::string& id, const json& payload, std::function<void()> f) {
+      return s.Dispatch(id, payload, std::move(f));
+    };
     hooks.rejected = [&s]() {
       if (s.on_rejected) s.on_rejected();
     };

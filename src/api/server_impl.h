@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "api/call_lane.h"
 #include "api/channels.h"
 #include "api/http_util.h"
 #include "api/metrics.h"
@@ -21,6 +22,7 @@
 #include "api/sandbox_access.h"
 #include "api/server.h"
 #include "api/worker.h"
+#include "base/lanes.h"
 #include "base/log.h"
 #include "base/thread.h"
 #include "functions/registry.h"
@@ -37,6 +39,10 @@ using unix_sock = net::local::stream_protocol;
 inline constexpr auto kHeaderDeadline = std::chrono::seconds(10);
 inline constexpr auto kPutStall = std::chrono::seconds(30);
 inline constexpr size_t kPoolThreads = 128;
+// Sandbox lanes (docs/architecture.md#concurrency): threads that may run one sandbox's calls
+// at once, and all lanes' threads together.
+inline constexpr size_t kLaneThreads = 8;
+inline constexpr size_t kMaxLaneThreads = 512;
 inline constexpr size_t kMaxWsOutBytes = 256u << 20;  // a client that never reads is cut off
 // Invocations one engine connection may have running; beyond it the socket is
 // not read until some finish, so a flood cannot queue unbounded work.
@@ -56,6 +62,7 @@ struct Server::Impl {
         config(std::move(c)),
         ioc(1),
         pool(kPoolThreads),
+        lanes("sandbox calls", LaneLimits(config)),
         broker([this](std::function<void()> f) { Blocking(std::move(f)); }),
         sweep_timer(ioc) {}
 
@@ -63,7 +70,8 @@ struct Server::Impl {
   SandboxAccess sandboxes;  // files, /metrics, /healthz
   Config config;
   net::io_context ioc;
-  net::thread_pool pool;
+  net::thread_pool pool;  // calls that reach no existing sandbox
+  LaneExecutor lanes;     // calls that wait on one sandbox's agent
   Broker broker;
   Metrics metrics;
   std::optional<tcp::acceptor> tcp_acceptor;
@@ -79,6 +87,35 @@ struct Server::Impl {
   template <class F>
   void Blocking(F&& f) {
     net::post(pool, [f = std::forward<F>(f)]() mutable { RunGuarded("api pool task", std::ref(f)); });
+  }
+
+  static LaneExecutor::Limits LaneLimits(const Config& c) {
+    size_t cap = std::max<size_t>(1, c.max_calls_per_sandbox);
+    size_t threads = std::min(kLaneThreads, cap);
+    return {.threads_per_lane = threads,
+            .queue_per_lane = cap - threads,
+            .max_threads = kMaxLaneThreads,
+            .idle = std::chrono::milliseconds(2000)};
+  }
+
+  // Runs `f` for a call to `target`: on that sandbox's lane when the sandbox
+  // exists, else on the pool. S003 when the lane is full (the call is not
+  // run; nothing else changes).
+  Status Dispatch(const std::optional<CallTarget>& target, std::function<void()> f) {
+    if (target && sandboxes.Exists(target->sandbox_id)) {
+      Status st = lanes.Post(target->LaneKey(), std::move(f));
+      if (!st.ok() && st.error().code() == Code::kS003)
+        return Error(Code::kS003, "sandbox " + target->sandbox_id + " has " +
+                                      std::to_string(config.max_calls_per_sandbox) +
+                                      " calls running or waiting (max_calls_per_sandbox)" +
+                                      (target->stop ? " to stop it" : ""));
+      return st;
+    }
+    Blocking(std::move(f));
+    return OkStatus();
+  }
+  Status Dispatch(std::string_view function_id, const json& payload, std::function<void()> f) {
+    return Dispatch(CallTargetOf(function_id, payload), std::move(f));
   }
 
   bool Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {
@@ -125,15 +162,23 @@ struct Server::Impl {
 
   json Health() {
     size_t n = sandboxes.SandboxCount();
+    auto busy = lanes.stats();
     std::string status = stopping ? "stopping" : "ok";
     if (!stopping && worker && !worker->connected()) status = "engine_disconnected";
+    // Every lane thread taken: no further sandbox's call can start.
+    if (status == "ok" && busy.threads >= kMaxLaneThreads) status = "overloaded";
     json h = {{"status", status},
               {"version", Version()},
               {"mode", config.engine_url ? "worker" : "server"},
               {"isolation", sandboxes.DefaultIsolation()},
               {"accel", accel ? json(*accel) : json(nullptr)},
               {"isolation_available", sandboxes.AvailableIsolations()},
-              {"sandboxes", n}};
+              {"sandboxes", n},
+              {"calls",
+               {{"lanes", busy.lanes},
+                {"threads", busy.threads},
+                {"queued", busy.queued},
+                {"max_threads", kMaxLaneThreads}}}};
     return h;
   }
 

@@ -226,7 +226,9 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     }
     auto self = shared_from_this();
     uint64_t gen = generation;
-    hooks.run_blocking([self, reply, gen, req = std::move(*req)]() mutable {
+    std::string invocation_id = req->invocation_id, function_id = req->function_id;
+    json payload = req->data;
+    Status queued = hooks.dispatch(function_id, payload, [self, reply, gen, req = std::move(*req)]() mutable {
       Invocation inv = self->hooks.call(req.function_id, req.data);
       if (!reply) return;
       std::string out =
@@ -235,6 +237,11 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
         if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
       });
     });
+    if (!queued.ok() && reply) {  // the sandbox's lane is full: answered at once
+      Invocation inv;
+      inv.error = std::move(queued).error();
+      Send(iii::EncodeInvocation(invocation_id, function_id, std::move(inv), hooks.error_body));
+    }
   }
 };
 

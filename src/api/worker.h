@@ -20,8 +20,10 @@ struct WorkerHooks {
   // Runs a function (called on a pool thread).
   std::function<Invocation(const std::string& id, const nlohmann::json& payload)> call;
   std::function<nlohmann::json(const Error&)> error_body;
-  // Runs blocking work off the event loop.
-  std::function<void(std::function<void()>)> run_blocking;
+  // Runs the blocking work of a call to `id` off the event loop (on the
+  // lane of the sandbox it names); an error when it cannot be run (S003:
+  // that sandbox's lane is full).
+  std::function<Status(const std::string& id, const nlohmann::json& payload, std::function<void()>)> dispatch;
   // Called on registrationrejected: the daemon exits with status 3.
   std::function<void()> rejected;
 };

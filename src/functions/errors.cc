@@ -24,7 +24,8 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
     {Code::kS002, "validation", 404, false, "No sandbox with that id (never existed, stopped, or reaped)",
      kGoneNote},
     {Code::kS003, "validation", 429, false,
-     "exec while max_concurrent_exec_per_sandbox execs are already running in that sandbox",
+     "exec while max_concurrent_exec_per_sandbox execs are already running in that sandbox; or any "
+     "call to a sandbox that already has max_calls_per_sandbox calls running or waiting",
      "every exec slot of this sandbox is busy (default 4); a slot frees only when a running exec "
      "exits or hits its timeout_ms, so waiting does not help if those commands are servers, "
      "installs or watchers: start such commands detached (nohup cmd > /tmp/cmd.log 2>&1 &) and "
@@ -40,9 +41,12 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
     {Code::kS102, "transient", 503, true,
      "auto-install failed (pull, unpack, or no root filesystem for this architecture)",
      "probably temporary: wait a little and retry"},
-    {Code::kS200, "execution", 504, false, "exec or run reached its effective timeout",
+    {Code::kS200, "execution", 504, false,
+     "exec or run reached its effective timeout; or an fs call or file transfer got no answer or "
+     "progress from the agent within fs_timeout_ms",
      "give the command more time with timeout_ms (the operator's max_exec_timeout_ms caps it) or "
-     "split the work into shorter commands"},
+     "split the work into shorter commands; for an fs call, narrow it (a subtree, include_glob) or "
+     "ask the operator for a larger fs_timeout_ms"},
     {Code::kS210, "filesystem", 400, false,
      "Bad mode string; grep/sed recursive:false on a directory; sed files/path both or neither; "
      "empty sed pattern",

@@ -574,7 +574,8 @@ FunctionSchemas Build(std::string_view id) {
     s.response = Root(id,
                       Object("Matches in walk order",
                              {{"matches", ArrOf("grep_match", "One object per matching line")},
-                              {"truncated", Bool("true if the search stopped at max_matches")}},
+                              {"truncated", Bool("true if the search stopped early: at max_matches, at a 64 "
+                                                 "MiB answer, or after reading 1 GiB in this call")}},
                              {"matches", "truncated"}),
                       json::array({{{"matches",
                                      {{{"path", "/project/src/app.py"},

@@ -283,6 +283,11 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       SKIFF_ASSIGN_OR_RETURN(c.max_exec_timeout_ms,
                              GetUint(v, key, 0, std::numeric_limits<int64_t>::max() / 1000));
       if (c.max_exec_timeout_ms == 0) c.warnings.push_back("max_exec_timeout_ms: 0 means 1 ms");
+    } else if (key == "fs_timeout_ms") {
+      SKIFF_ASSIGN_OR_RETURN(c.fs_timeout_ms, GetUint(v, key, 1, std::numeric_limits<int64_t>::max() / 1000));
+    } else if (key == "max_calls_per_sandbox") {
+      SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 1, 100000));
+      c.max_calls_per_sandbox = static_cast<uint32_t>(n);
     } else if (key == "default_cpus") {
       SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 1, 255));
       c.default_cpus = static_cast<uint32_t>(n);

@@ -33,6 +33,11 @@ struct Config {
   uint32_t max_concurrent_sandboxes = 32;
   uint32_t max_concurrent_exec_per_sandbox = 4;  // 0 means 1
   uint64_t max_exec_timeout_ms = 300000;         // 0 means 1
+  // Host-side deadline of an fs call to an agent: a one-shot call must be
+  // answered within it, a streamed transfer must make progress within it.
+  uint64_t fs_timeout_ms = 120000;  // >= 1
+  // Calls to one sandbox running or queued at once; beyond it S003.
+  uint32_t max_calls_per_sandbox = 64;  // >= 1
   uint32_t default_cpus = 1;
   uint32_t default_memory_mb = 512;
   std::map<std::string, ImageCaps> per_image_caps;

@@ -1,5 +1,7 @@
 #include "sandbox/fs_client.h"
 
+#include <optional>
+
 #include "base/json_limits.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
@@ -11,14 +13,18 @@ namespace skiff {
 
 namespace {
 
-// Reads a stream to its final event, for fs calls.
-Result<nlohmann::json> FinishFs(proto::Stream& s, const std::string& sandbox_id) {
+using Clock = std::chrono::steady_clock;
+
+// Reads a stream to its final event, for fs calls; nullopt when `deadline`
+// passes first.
+std::optional<Result<nlohmann::json>> FinishFs(proto::Stream& s, const std::string& sandbox_id,
+                                               Clock::time_point deadline) {
   // A result too large for one frame arrives as DATA on kStdout first.
   std::string spill;
   constexpr size_t kMaxSpill = 80u << 20;
   for (;;) {
-    auto ev = s.Next();
-    if (!ev) continue;
+    auto ev = s.Next(deadline);
+    if (!ev) return std::nullopt;
     switch (ev->kind) {
       case proto::Event::Kind::kData:
         if (ev->channel == proto::kStdout && spill.size() + ev->data.size() <= kMaxSpill)
@@ -45,8 +51,15 @@ Result<nlohmann::json> FinishFs(proto::Stream& s, const std::string& sandbox_id)
 
 }  // namespace
 
-FsClient::FsClient(Sandbox& sandbox, std::function<bool()> stopping)
-    : sb_(sandbox), stopping_(std::move(stopping)) {}
+FsClient::FsClient(Sandbox& sandbox, std::function<bool()> stopping, std::chrono::milliseconds timeout)
+    : sb_(sandbox), stopping_(std::move(stopping)), timeout_(timeout) {}
+
+Clock::time_point FsClient::Deadline() const { return Clock::now() + timeout_; }
+
+Error FsClient::TimedOut(std::string_view op) const {
+  return Error(Code::kS200, std::string(op) + " on sandbox " + sb_.id + ": the agent did not answer within " +
+                                std::to_string(timeout_.count()) + " ms (fs_timeout_ms)");
+}
 
 Result<nlohmann::json> FsClient::Call(const proto::FsCall& call) {
   sb_.Touch();
@@ -54,7 +67,12 @@ Result<nlohmann::json> FsClient::Call(const proto::FsCall& call) {
   auto s = sb_.client->Open(proto::ToJson(call));
   if (!s.ok()) return OpenFailed(s.error());
   (void)(*s)->End(proto::kStdin);
-  auto r = FinishFs(**s, sb_.id);
+  auto finished = FinishFs(**s, sb_.id, Deadline());
+  if (!finished) {
+    (*s)->Cancel();
+    return TimedOut(proto::OpName(call));
+  }
+  auto& r = *finished;
   if (!r.ok() && r.error().code() == Code::kS004) return SandboxStopped(sb_.id);
   if (!r.ok()) return r;
   return proto::CheckAnswer(call, *r);
@@ -76,7 +94,7 @@ Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, b
     auto chunk = source();
     if (!chunk.ok()) {
       s->Cancel();  // the agent removes its temp file; the target is untouched
-      (void)FinishFs(*s, sb_.id);
+      (void)FinishFs(*s, sb_.id, Deadline());
       // A stop while the body stalled: the call ends as stopped (docs/api.md#sandboxstop), not
       // as a stalled upload.
       if (stopping_()) return SandboxStopped(sb_.id);
@@ -86,13 +104,23 @@ Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, b
       (void)s->End(proto::kStdin);
       break;
     }
-    if (!s->Send(proto::kStdin, *chunk).ok()) break;  // the agent answered early (an error)
+    auto sent = s->Send(proto::kStdin, *chunk, Deadline());
+    if (!sent.ok() && sent.error().code() == Code::kS218) {  // no credit within the deadline
+      s->Cancel();
+      return TimedOut(proto::op::kFsWrite);
+    }
+    if (!sent.ok()) break;  // the agent answered early (an error)
     if (MonotonicMillis() - last_touch > 1000) {
       sb_.Touch();
       last_touch = MonotonicMillis();
     }
   }
-  auto r = FinishFs(*s, sb_.id);
+  auto finished = FinishFs(*s, sb_.id, Deadline());
+  if (!finished) {
+    s->Cancel();
+    return TimedOut(proto::op::kFsWrite);
+  }
+  auto& r = *finished;
   if (!r.ok() && r.error().code() == Code::kS004) return SandboxStopped(sb_.id);
   if (!r.ok()) return r;
   auto written = proto::FsWriteResult::FromJson(*r);
@@ -112,8 +140,11 @@ Status FsClient::Read(const std::string& path, const std::function<void(const Fs
   (void)s->End(proto::kStdin);
   int64_t last_touch = MonotonicMillis();
   for (;;) {
-    auto ev = s->Next();
-    if (!ev) continue;
+    auto ev = s->Next(Deadline());  // each event restarts the clock
+    if (!ev) {
+      s->Cancel();
+      return TimedOut(proto::op::kFsRead);
+    }
     switch (ev->kind) {
       case proto::Event::Kind::kMeta: {
         auto meta = proto::FsReadMeta::FromJson(ev->json);

@@ -271,6 +271,10 @@ void SandboxManager::TeardownInBackground(std::shared_ptr<Sandbox> sb) {
   RunGuarded("teardown " + id, body);
 }
 
+std::chrono::milliseconds SandboxManager::FsTimeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(config_.fs_timeout_ms));
+}
+
 Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {
   SKIFF_ASSIGN_OR_RETURN(SandboxRegistry::StopTicket t, registry_.BeginStop(sandbox_id));
   if (wait) {
@@ -286,19 +290,25 @@ std::vector<ListEntry> SandboxManager::List() { return registry_.List(); }
 
 Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
-  return FsClient(*sb, [this, &sb] { return registry_.Stopping(*sb); }).Call(call);
+  return FsClient(
+             *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
+      .Call(call);
 }
 
 Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, const std::string& path,
                                                uint32_t mode, bool parents, const ByteSource& source) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
-  return FsClient(*sb, [this, &sb] { return registry_.Stopping(*sb); }).Write(path, mode, parents, source);
+  return FsClient(
+             *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
+      .Write(path, mode, parents, source);
 }
 
 Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& path,
                               const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
-  return FsClient(*sb, [this, &sb] { return registry_.Stopping(*sb); }).Read(path, on_meta, sink);
+  return FsClient(
+             *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
+      .Read(path, on_meta, sink);
 }
 
 void SandboxManager::Shutdown() {

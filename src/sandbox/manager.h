@@ -104,6 +104,8 @@ class SandboxManager : public SandboxService {
   // drops before the teardown counts as finished.
   void TeardownInBackground(std::shared_ptr<Sandbox> sb);
 
+  std::chrono::milliseconds FsTimeout() const;
+
   Config config_;
   HostProbes host_;
   std::map<std::string, std::unique_ptr<Isolator>> isolators_;

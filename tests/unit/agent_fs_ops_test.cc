@@ -1,9 +1,13 @@
 // The agent's filesystem op table and request field checks, without a
 // sandbox: which names dispatch to which operation, and the typed errors of
 // malformed fields.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "agent/fs_ops.h"
 #include "protocol/ops.h"
@@ -61,6 +65,34 @@ TEST(AgentFsOps, StatAnswersAnFsEntry) {
   EXPECT_EQ(e->name, "/");
   EXPECT_TRUE(e->is_dir);
   EXPECT_EQ(e->ToJson(), *r);
+}
+
+// A planted sparse file cannot keep the agent busy: grep reads at most
+// 1 GiB per call and says it stopped early.
+TEST(AgentFsOps, GrepStopsAtItsScanBudget) {
+  std::string path = testing::TempDir() + "/grep_sparse_" + std::to_string(::getpid());
+  {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    std::string head(9000, 'a');
+    head += "\nneedle\n";
+    ASSERT_EQ(::write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+    // The hole reads as NUL bytes: one over-long line, consumed without
+    // being buffered, so only the scan budget ends the read.
+    ASSERT_EQ(::ftruncate(fd, off_t{4} << 30), 0);  // 4 GiB, sparse
+    ::close(fd);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = FsGrep(json{{"op", "fs.grep"}, {"path", path}, {"pattern", "needle|zzz"}, {"max_matches", 0}});
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::unlink(path.c_str());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  auto g = proto::FsGrepResult::FromJson(*r);
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  ASSERT_EQ(g->matches.size(), 1u);
+  EXPECT_EQ(g->matches[0].content, "needle");
+  EXPECT_TRUE(g->truncated) << "a 4 GiB file was read to its end";
+  RecordProperty("seconds", std::to_string(secs));
 }
 
 TEST(AgentFsOps, ErrnoMapsToTypedErrors) {

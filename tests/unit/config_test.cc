@@ -32,6 +32,8 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
   EXPECT_EQ(c.max_concurrent_sandboxes, 32u);
   EXPECT_EQ(c.max_concurrent_exec_per_sandbox, 4u);
   EXPECT_EQ(c.max_exec_timeout_ms, 300000u);
+  EXPECT_EQ(c.fs_timeout_ms, 120000u);
+  EXPECT_EQ(c.max_calls_per_sandbox, 64u);
   EXPECT_EQ(c.default_cpus, 1u);
   EXPECT_EQ(c.default_memory_mb, 512u);
   EXPECT_EQ(c.listen_address, "127.0.0.1");
@@ -215,6 +217,16 @@ TEST(ConfigTest, TypesAreChecked) {
   EXPECT_THAT(ErrorOf("engine_url: http://x\n"), HasSubstr("engine_url"));
   EXPECT_THAT(ErrorOf("custom_images: [a]\n"), HasSubstr("custom_images"));
   EXPECT_THAT(ErrorOf("auto_install: true\nauto_install: false\n"), HasSubstr("auto_install"));
+}
+
+TEST(ConfigTest, CallBoundsAreRangeChecked) {
+  Config c = MustParse("fs_timeout_ms: 250\nmax_calls_per_sandbox: 3\n");
+  EXPECT_EQ(c.fs_timeout_ms, 250u);
+  EXPECT_EQ(c.max_calls_per_sandbox, 3u);
+  EXPECT_THAT(ErrorOf("fs_timeout_ms: 0\n"), HasSubstr("fs_timeout_ms"));
+  EXPECT_THAT(ErrorOf("fs_timeout_ms: soon\n"), HasSubstr("fs_timeout_ms"));
+  EXPECT_THAT(ErrorOf("max_calls_per_sandbox: 0\n"), HasSubstr("max_calls_per_sandbox"));
+  EXPECT_THAT(ErrorOf("max_calls_per_sandbox: 100001\n"), HasSubstr("max_calls_per_sandbox"));
 }
 
 TEST(ConfigTest, ZeroCapsMeanOneWithWarning) {
