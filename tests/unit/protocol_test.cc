@@ -411,6 +411,10 @@ TEST(ClientWindow, DataBeyondTheWindowClosesTheConnection) {
   auto s = c->Open({{"op", "exec"}});
   ASSERT_TRUE(s.ok());
   uint32_t id = (*s)->id();
+  // The death callback is what tears a sandbox down: it runs, once, with
+  // the violation.
+  std::promise<std::string> died;
+  c->SetOnDeath([&died](const std::string& why) { died.set_value(why); });
   size_t rss_before = RssBytes();
   std::string chunk = EncodeFrame(id, Type::kData, kStdout, std::string(kChunk, 'x'));
   std::string flood;
@@ -427,6 +431,9 @@ TEST(ClientWindow, DataBeyondTheWindowClosesTheConnection) {
   agent.join();
   EXPECT_EQ(c->close_reason(), CloseReason::kProtocolError);
   EXPECT_NE(c->failure().find("exceeded the credit window"), std::string::npos) << c->failure();
+  auto why = died.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(why.get(), c->failure());
   EXPECT_LE(c->queued_bytes(), size_t{kInitialWindow});
   EXPECT_LT(sent.load(), size_t{64} << 20) << "the host stopped reading long before the flood ended";
   EXPECT_LT(RssBytes(), rss_before + (size_t{32} << 20));
