@@ -60,6 +60,17 @@ void WriteReport(int fd, int stage, int err) {
     WriteReport(report_w, 4, errno);
     ::_exit(127);
   }
+  // Under memory pressure (the sandbox's memory cgroup, or a microVM
+  // guest's memory, full) the OOM killer must take the sandbox's processes
+  // and never the agent, which keeps 0: every child starts at the maximum
+  // score, so any of them outranks it (docs/security.md, "Memory
+  // pressure"). Raising a score needs no privilege; lowering one below 0
+  // needs CAP_SYS_RESOURCE, which nothing in a sandbox has. Done before
+  // the switch of user, while /proc/self is still ours.
+  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    (void)!::write(fd, "1000", 4);
+    ::close(fd);
+  }
   if (::dup2(in_r, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) {
     WriteReport(report_w, 4, errno);
     ::_exit(127);

@@ -91,11 +91,44 @@ Stream::~Stream() {
   client_->ForgetStream(id_);
 }
 
-void Stream::Deliver(Event e) {
-  if (done_) return;
-  if (IsFinal(e.kind)) {
-    done_ = true;
+Status Stream::Deliver(Event e) {
+  auto where = [&] { return " on stream " + std::to_string(id_); };
+  if (e.kind == Event::Kind::kData || e.kind == Event::Kind::kEnd) {
+    const char* what = e.kind == Event::Kind::kData ? "DATA" : "END";
+    if (e.channel != kStdout && e.channel != kStderr)
+      return Error(Code::kS300, std::string("protocol: ") + what + " on channel " +
+                                    std::to_string(e.channel) + where() + ", which the agent does not write");
+    if (ended_[e.channel])
+      return Error(Code::kS300, std::string("protocol: ") + what + " after END on channel " +
+                                    std::to_string(e.channel) + where());
   }
+  if (e.kind == Event::Kind::kData) {
+    uint64_t& window = recv_window_[e.channel];
+    if (e.data.size() > window)
+      return Error(Code::kS300,
+                   "protocol: the agent exceeded the credit window: " + std::to_string(e.data.size()) +
+                       " bytes of DATA on channel " + std::to_string(e.channel) + where() + " with " +
+                       std::to_string(window) + " granted");
+    window -= e.data.size();
+  }
+  if (e.kind == Event::Kind::kEnd) ended_[e.channel] = true;
+  if (done_ || consumed_final_) return OkStatus();  // finished: nothing more is queued
+  bool control = e.kind == Event::Kind::kMeta || e.kind == Event::Kind::kEnd;
+  if (control) {
+    if (queued_control_ >= kMaxQueuedControl)
+      return Error(Code::kS300, "protocol: more than " + std::to_string(kMaxQueuedControl) +
+                                    " META/END frames waiting" + where());
+    ++queued_control_;
+  }
+  if (IsFinal(e.kind)) done_ = true;
+  client_->queued_bytes_ += e.data.size();
+  events_.push_back(std::move(e));
+  return OkStatus();
+}
+
+void Stream::DeliverClosed(Event e) {
+  if (done_) return;
+  done_ = true;
   events_.push_back(std::move(e));
 }
 
@@ -115,13 +148,27 @@ std::optional<Event> Stream::Next(std::optional<Clock::time_point> deadline) {
   }
   Event e = std::move(events_.front());
   events_.pop_front();
+  client_->queued_bytes_ -= e.data.size();
+  if (client_->reader_paused_ && client_->queued_bytes_ < kMaxQueuedBytes) client_->cv_.notify_all();
+  if (e.kind == Event::Kind::kMeta || e.kind == Event::Kind::kEnd) --queued_control_;
+  bool grant = e.kind == Event::Kind::kData && !e.data.empty() && !client_->dead_ && !done_;
+  uint8_t ch = e.channel;
+  auto n = static_cast<uint32_t>(e.data.size());
+  // The credit is counted as granted before the agent can see it.
+  if (grant) recv_window_[ch] += n;
+  if (e.kind == Event::Kind::kMeta || e.kind == Event::Kind::kResult || e.kind == Event::Kind::kError) {
+    // Control payloads wait raw and are parsed here, on the caller's thread.
+    e.json = ParseJsonBounded(e.data);
+    e.data.clear();
+    if (e.json.is_discarded()) {
+      e.kind = Event::Kind::kError;
+      e.json = {{"code", "S300"}, {"message", "platform failure: sandbox: agent sent malformed JSON"}};
+    }
+  }
   if (IsFinal(e.kind)) {
     consumed_final_ = true;
     final_ = e;
   }
-  bool grant = e.kind == Event::Kind::kData && !e.data.empty() && !client_->dead_ && !done_;
-  uint8_t ch = e.channel;
-  auto n = static_cast<uint32_t>(e.data.size());
   lk.unlock();
   // Return the credit only now that the caller has consumed the bytes.
   if (grant) (void)client_->WriteRaw(EncodeCredit(id_, ch, n));
@@ -277,7 +324,7 @@ void Client::Fail(CloseReason reason, const std::string& why) {
     e.kind = Event::Kind::kClosed;
     e.json = {{"message", why}};
     e.close_reason = reason;
-    s->Deliver(std::move(e));
+    s->DeliverClosed(std::move(e));
   }
   cv_.notify_all();
 }
@@ -305,7 +352,109 @@ Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string
 
 void Client::ForgetStream(uint32_t id) {
   std::lock_guard<std::mutex> lk(mu_);
-  streams_.erase(id);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = *it->second;
+  for (const Event& e : s.events_) queued_bytes_ -= e.data.size();
+  s.events_.clear();
+  if (reader_paused_ && queued_bytes_ < kMaxQueuedBytes) cv_.notify_all();
+  if (!s.done_ && !dead_) {
+    // The agent may still send what it had credit for (until it sees the
+    // CANCEL); remember the window so that DATA is checked and credited back.
+    Abandoned a{};
+    for (uint8_t ch = 0; ch < kChannels; ++ch) a.window[ch] = s.ended_[ch] ? 0 : s.recv_window_[ch];
+    abandoned_[id] = a;
+    if (abandoned_.size() > kMaxAbandonedStreams) abandoned_.erase(abandoned_.begin());
+  }
+  streams_.erase(it);
+}
+
+size_t Client::queued_bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return queued_bytes_;
+}
+
+void Client::GrantFromReader(uint32_t stream, uint8_t channel, uint32_t bytes) {
+  std::string credit = EncodeCredit(stream, channel, bytes);
+  std::lock_guard<std::mutex> wl(write_mu_);
+  (void)WriteAll(fd_.get(), credit.data(), credit.size());
+}
+
+Status Client::OnFrame(Frame f) {
+  if (f.type == Type::kHello || !IsKnownType(f.type) || f.type == Type::kOpen || f.type == Type::kCancel) {
+    // Not for the host: ignored (as the agent answers an unknown type), and
+    // logged once per connection so an agent cannot flood the log.
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!warned_unexpected_) {
+      warned_unexpected_ = true;
+      SKIFF_LOG(Warn) << "agent sent an unexpected " << TypeName(f.type) << " frame (type "
+                      << int(static_cast<uint8_t>(f.type)) << ") on stream " << f.stream
+                      << "; ignored (further ones are not logged)";
+    }
+    return OkStatus();
+  }
+  if (f.type == Type::kCredit) {
+    auto c = DecodeCredit(f.payload);
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = streams_.find(f.stream);
+    if (c && f.flags < kChannels && it != streams_.end()) {
+      it->second->send_credit_[f.flags] += *c;
+      cv_.notify_all();
+    }
+    return OkStatus();
+  }
+  Event e;
+  switch (f.type) {
+    case Type::kData:
+      e.kind = Event::Kind::kData;
+      break;
+    case Type::kEnd:
+      e.kind = Event::Kind::kEnd;
+      break;
+    case Type::kMeta:
+      e.kind = Event::Kind::kMeta;
+      break;
+    case Type::kResult:
+      e.kind = Event::Kind::kResult;
+      break;
+    default:
+      e.kind = Event::Kind::kError;
+      break;
+  }
+  e.channel = f.flags;
+  e.data = std::move(f.payload);  // DATA bytes, or the raw JSON Next() parses
+  std::unique_lock<std::mutex> lk(mu_);
+  if (f.stream % 2 == 0 || f.stream >= next_id_)
+    return Error(Code::kS300, "protocol: " + std::string(TypeName(f.type)) + " frame on stream " +
+                                  std::to_string(f.stream) + ", which the host never opened");
+  auto it = streams_.find(f.stream);
+  if (it != streams_.end()) {
+    SKIFF_RETURN_IF_ERROR(it->second->Deliver(std::move(e)));
+    cv_.notify_all();
+    return OkStatus();
+  }
+  auto ab = abandoned_.find(f.stream);
+  if (ab == abandoned_.end()) return OkStatus();  // finished, or forgotten long ago: dropped
+  if (e.kind == Event::Kind::kResult || e.kind == Event::Kind::kError) {
+    abandoned_.erase(ab);
+    return OkStatus();
+  }
+  if (e.kind != Event::Kind::kData || e.data.empty()) return OkStatus();
+  if (e.channel != kStdout && e.channel != kStderr)
+    return Error(Code::kS300, "protocol: DATA on channel " + std::to_string(e.channel) + " on stream " +
+                                  std::to_string(f.stream) + ", which the agent does not write");
+  if (e.data.size() > ab->second.window[e.channel])
+    return Error(Code::kS300, "protocol: the agent exceeded the credit window: " +
+                                  std::to_string(e.data.size()) + " bytes of DATA on channel " +
+                                  std::to_string(e.channel) + " on stream " + std::to_string(f.stream) +
+                                  " with " + std::to_string(ab->second.window[e.channel]) + " granted");
+  // An abandoned stream: its credit goes straight back (the window stays
+  // as it was) so the agent never stalls on a reader that went away. The
+  // write happens outside mu_: an agent that does not read blocks only the
+  // reader, never the callers or Close().
+  lk.unlock();
+  GrantFromReader(f.stream, e.channel, static_cast<uint32_t>(e.data.size()));
+  return OkStatus();
 }
 
 Result<std::shared_ptr<Stream>> Client::Open(const nlohmann::json& request) {
@@ -355,6 +504,21 @@ void Client::ReaderLoop() {
   std::string why;
   CloseReason reason = CloseReason::kIoError;
   for (;;) {
+    {
+      // Back pressure: with too much queued for callers, read nothing more
+      // until they consume (or the host closes the connection).
+      std::unique_lock<std::mutex> lk(mu_);
+      if (queued_bytes_ >= kMaxQueuedBytes) {
+        reader_paused_ = true;
+        cv_.wait(lk, [&] { return dead_ || queued_bytes_ < kMaxQueuedBytes; });
+        reader_paused_ = false;
+      }
+      if (dead_) {
+        why = "closed by host";
+        reason = CloseReason::kClosedByHost;
+        break;
+      }
+    }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
     int r = ::poll(p, 2, -1);
     if (r < 0 && errno == EINTR) continue;
@@ -386,69 +550,25 @@ void Client::ReaderLoop() {
     bool fatal = false;
     for (;;) {
       auto next = dec.Next();
-      if (!next.ok()) {
-        why = next.error().message();
+      Status st = next.ok() ? OkStatus() : Status(next.error());
+      if (st.ok()) {
+        if (!*next) break;
+        st = OnFrame(std::move(**next));
+      }
+      if (!st.ok()) {
+        why = st.error().message();
         reason = CloseReason::kProtocolError;
         fatal = true;
         break;
       }
-      if (!*next) break;
-      Frame f = std::move(**next);
-      if (f.type == Type::kCredit) {
-        auto c = DecodeCredit(f.payload);
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = streams_.find(f.stream);
-        if (c && f.flags < kChannels && it != streams_.end()) {
-          it->second->send_credit_[f.flags] += *c;
-          cv_.notify_all();
-        }
-        continue;
-      }
-      Event e;
-      switch (f.type) {
-        case Type::kData:
-          e.kind = Event::Kind::kData;
-          e.channel = f.flags;
-          e.data = std::move(f.payload);
-          break;
-        case Type::kEnd:
-          e.kind = Event::Kind::kEnd;
-          e.channel = f.flags;
-          break;
-        case Type::kMeta:
-        case Type::kResult:
-        case Type::kError: {
-          e.kind = f.type == Type::kMeta     ? Event::Kind::kMeta
-                   : f.type == Type::kResult ? Event::Kind::kResult
-                                             : Event::Kind::kError;
-          e.json = ParseJsonBounded(f.payload);
-          if (e.json.is_discarded()) {
-            e.kind = Event::Kind::kError;
-            e.json = {{"code", "S300"}, {"message", "platform failure: sandbox: agent sent malformed JSON"}};
-          }
-          break;
-        }
-        default:
-          SKIFF_LOG(Warn) << "agent sent an unexpected " << TypeName(f.type) << " frame (type "
-                          << int(static_cast<uint8_t>(f.type)) << ") on stream " << f.stream << "; ignored";
-          continue;
-      }
-      std::lock_guard<std::mutex> lk(mu_);
-      auto it = streams_.find(f.stream);
-      if (it == streams_.end()) {
-        // An abandoned stream: give the credit straight back so the agent
-        // never stalls on a reader that went away.
-        if (e.kind == Event::Kind::kData && !e.data.empty()) {
-          std::string credit = EncodeCredit(f.stream, e.channel, static_cast<uint32_t>(e.data.size()));
-          std::lock_guard<std::mutex> wl(write_mu_);
-          (void)WriteAll(fd_.get(), credit.data(), credit.size());
-        }
-        continue;
-      }
-      it->second->Deliver(std::move(e));
-      cv_.notify_all();
     }
-    if (fatal) break;
+    if (fatal) {
+      // The channel cannot be trusted any further: the agent sees its end
+      // at once, and the death path tears the sandbox down.
+      SKIFF_LOG(Warn) << "agent channel closed: " << why;
+      ::shutdown(fd_.get(), SHUT_RDWR);
+      break;
+    }
   }
   std::function<void(const std::string&)> cb;
   {

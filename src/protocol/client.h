@@ -5,6 +5,17 @@
 // Send() blocks until the agent has granted credit, and credit for received
 // DATA is returned only when the caller consumes it through Next(), so a slow
 // consumer slows the agent instead of growing a queue. Nothing is dropped.
+//
+// The agent is untrusted (a microVM guest's root controls it), so the host
+// enforces the window it grants: DATA beyond the credit granted and not yet
+// used, DATA or END on a channel the agent does not write, anything after an
+// END on that channel, a frame on a stream the host never opened, or more
+// than kMaxQueuedControl unconsumed META/END events on one stream is a
+// protocol violation that closes the connection (CloseReason::kProtocolError).
+// Control payloads are queued raw and parsed by Next(), on the caller's
+// thread. Over kMaxQueuedBytes queued per client, the reader stops reading
+// until callers consume (back pressure, never a violation: a well-behaved
+// agent reaches it only through many streams nobody reads).
 #pragma once
 
 #include <chrono>
@@ -30,11 +41,22 @@ namespace skiff::proto {
 class Client;
 
 // Why a connection ended (Client::close_reason()).
+// At most this many META / END events wait unconsumed on one stream (a
+// well-behaved stream has one META and two ENDs); more is a violation.
+inline constexpr uint32_t kMaxQueuedControl = 8;
+// Queued bytes (DATA plus raw control payloads) per client above which the
+// reader pauses until callers consume.
+inline constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
+// Streams the host abandoned (destroyed before their final frame) whose
+// windows are remembered, so their remaining DATA is checked and credited
+// back; beyond this the oldest is forgotten and its DATA dropped.
+inline constexpr size_t kMaxAbandonedStreams = 1024;
+
 enum class CloseReason {
   kOpen,           // still alive
   kClosedByHost,   // Close(): a stop or teardown on this side
   kAgentHungUp,    // EOF or reset: the agent exited (the sandbox died or was stopped)
-  kProtocolError,  // the agent sent a corrupt frame
+  kProtocolError,  // the agent sent a corrupt frame or broke the protocol (e.g. the credit window)
   kIoError,        // reading or polling the channel failed
 };
 // "open", "closed by host", "agent hung up", "protocol error", "i/o error".
@@ -77,14 +99,22 @@ class Stream {
  private:
   friend class Client;
   Stream(std::shared_ptr<Client> c, uint32_t id) : client_(std::move(c)), id_(id) {}
-  void Deliver(Event e);  // called by the reader with client->mu_ held
+  // Called by the reader with client->mu_ held: checks `e` against the
+  // window and the queue limits, queues it; an error names the violation.
+  Status Deliver(Event e);
+  void DeliverClosed(Event e);  // the connection's end; mu_ held
 
   std::shared_ptr<Client> client_;
   uint32_t id_;
   // Guarded by client_->mu_.
   std::deque<Event> events_;
   uint64_t send_credit_[kChannels] = {kInitialWindow, kInitialWindow, kInitialWindow};
-  bool done_ = false;  // final event queued
+  // DATA bytes the host granted the agent and has not yet seen, per channel
+  // (the agent writes only stdout and stderr).
+  uint64_t recv_window_[kChannels] = {0, kInitialWindow, kInitialWindow};
+  bool ended_[kChannels] = {false, false, false};  // END seen
+  uint32_t queued_control_ = 0;                    // META / END events in events_
+  bool done_ = false;                              // final event queued
   bool consumed_final_ = false;
   Event final_;
 };
@@ -122,6 +152,8 @@ class Client : public std::enable_shared_from_this<Client> {
   void SetOnDeath(std::function<void(const std::string&)> cb);
   // Shuts the connection down; streams get kClosed.
   void Close();
+  // Bytes queued for callers (DATA plus raw control payloads), across streams.
+  size_t queued_bytes() const;
 
  private:
   friend class Stream;
@@ -138,6 +170,11 @@ class Client : public std::enable_shared_from_this<Client> {
   // one sendmsg, no copy into a frame buffer).
   Status WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string_view payload);
   void ForgetStream(uint32_t id);
+  // One frame from the agent (reader thread): routes it, or returns the
+  // protocol violation that ends the connection.
+  Status OnFrame(Frame f);
+  // Returns DATA credit to the agent from the reader thread.
+  void GrantFromReader(uint32_t stream, uint8_t channel, uint32_t bytes);
 
   UniqueFd fd_;
   nlohmann::json hello_;
@@ -146,6 +183,14 @@ class Client : public std::enable_shared_from_this<Client> {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint32_t, Stream*> streams_;
+  // Streams destroyed before their final frame: id -> recv windows.
+  struct Abandoned {
+    uint64_t window[kChannels];
+  };
+  std::map<uint32_t, Abandoned> abandoned_;
+  size_t queued_bytes_ = 0;
+  bool reader_paused_ = false;  // the reader waits for callers to consume
+  bool warned_unexpected_ = false;
   uint32_t next_id_ = 1;
   bool dead_ = false;
   std::string failure_;

@@ -436,6 +436,35 @@ TEST_F(JailTest, MemoryHogIsOomKilled) {
   EXPECT_EQ(b->Sh("echo still here").out, "still here\n");
 }
 
+// The writable layer is a tmpfs charged to the sandbox's memory cgroup, and
+// its pages are freed by no kill: filling it used to get the agent
+// OOM-killed (and the sandbox with it). Every process the agent starts has
+// the maximum OOM score, so the writer is killed (exit 137), the agent
+// answers the next exec, the space can be freed through it and the sandbox
+// serves on.
+TEST_F(JailTest, FillingTheWritableLayerKillsTheWriterNotTheAgent) {
+  SandboxPolicy p;
+  p.memory_mb = 64;
+  auto b = Box::Start(*iso_, p);
+  ASSERT_NE(b, nullptr);
+  auto scores = b->Sh("cat /proc/1/oom_score_adj /proc/self/oom_score_adj");
+  EXPECT_EQ(scores.out, "0\n1000\n") << scores.err;
+  auto fill = b->Exec({"/bin/dd", "if=/dev/zero", "of=/fill", "bs=1M", "count=1024"});
+  EXPECT_EQ(fill.code, 137) << fill.out << fill.err << fill.result.dump();
+  EXPECT_EQ(fill.result.is_object() ? fill.result.value("signal", 0) : 0, 9) << fill.result.dump();
+  ASSERT_TRUE(b->client->alive()) << b->client->failure() << " / " << b->inst->ExitReport();
+  ASSERT_TRUE(b->inst->Running());
+  // The agent answers the next exec while the layer is still full, and frees it.
+  EXPECT_EQ(b->Sh("echo next").out, "next\n");
+  auto st = b->client->Call({{"op", "fs.stat"}, {"path", "/fill"}}, std::chrono::steady_clock::now() + 30s);
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_GT(st->value("size", 0), 16 << 20) << st->dump();
+  auto rm = b->client->Call({{"op", "fs.rm"}, {"path", "/fill"}, {"recursive", false}},
+                            std::chrono::steady_clock::now() + 30s);
+  ASSERT_TRUE(rm.ok()) << rm.error().ToString();
+  EXPECT_EQ(b->Sh("echo still here").out, "still here\n");
+}
+
 TEST_F(JailTest, TmpFillsUpWithEnospc) {
   SandboxPolicy p;
   p.tmp_size_mb = 16;

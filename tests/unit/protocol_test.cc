@@ -2,7 +2,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -369,6 +371,277 @@ TEST(Client, DeathCallbackMayDropTheLastReference) {
   close(peer);
   ASSERT_EQ(done.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_NE(done.get(), std::this_thread::get_id());
+}
+
+// Writes `bytes` until done or the host ends the connection; returns how many
+// were written.
+size_t SendUntilRefused(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  return off;
+}
+
+// The process's resident set, from /proc/self/status.
+size_t RssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6)) * 1024;
+  return 0;
+}
+
+bool WaitDead(Client& c) {
+  for (int i = 0; i < 1000 && c.alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return !c.alive();
+}
+
+// An agent that ignores the credit window and floods DATA on a stream nobody
+// reads: the host closes the connection as a protocol error once the agent
+// passes the window, queues no more than the window, and its memory stays
+// flat; the stream ends with kClosed after the DATA it was entitled to.
+TEST(ClientWindow, DataBeyondTheWindowClosesTheConnection) {
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  auto s = c->Open({{"op", "exec"}});
+  ASSERT_TRUE(s.ok());
+  uint32_t id = (*s)->id();
+  // The death callback is what tears a sandbox down: it runs, once, with
+  // the violation.
+  std::promise<std::string> died;
+  c->SetOnDeath([&died](const std::string& why) { died.set_value(why); });
+  size_t rss_before = RssBytes();
+  std::string chunk = EncodeFrame(id, Type::kData, kStdout, std::string(kChunk, 'x'));
+  std::string flood;
+  for (int i = 0; i < 64; ++i) flood += chunk;  // 4 MiB a round
+  std::atomic<size_t> sent{0};
+  std::thread agent([&] {
+    for (int round = 0; round < 64; ++round) {  // up to 256 MiB
+      size_t n = SendUntilRefused(peer, flood);
+      sent += n;
+      if (n < flood.size()) return;
+    }
+  });
+  ASSERT_TRUE(WaitDead(*c)) << "the host must close an agent that exceeds its window";
+  agent.join();
+  EXPECT_EQ(c->close_reason(), CloseReason::kProtocolError);
+  EXPECT_NE(c->failure().find("exceeded the credit window"), std::string::npos) << c->failure();
+  auto why = died.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(why.get(), c->failure());
+  EXPECT_LE(c->queued_bytes(), size_t{kInitialWindow});
+  EXPECT_LT(sent.load(), size_t{64} << 20) << "the host stopped reading long before the flood ended";
+  EXPECT_LT(RssBytes(), rss_before + (size_t{32} << 20));
+  size_t data = 0;
+  for (;;) {
+    auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(e.has_value());
+    if (e->kind == Event::Kind::kData) {
+      data += e->data.size();
+      continue;
+    }
+    EXPECT_EQ(e->kind, Event::Kind::kClosed);
+    EXPECT_EQ(e->close_reason, CloseReason::kProtocolError);
+    break;
+  }
+  EXPECT_EQ(data, size_t{kInitialWindow});
+  EXPECT_EQ(c->queued_bytes(), 0u);
+  // Calls on the closed connection fail; nothing else is affected.
+  EXPECT_FALSE(c->Open({{"op", "info"}}).ok());
+  close(peer);
+}
+
+// A well-behaved agent sends exactly the window on stdout and stderr before
+// any credit comes back, then more as the host returns it: everything
+// arrives and the connection stays open.
+TEST(ClientWindow, AnAgentAtExactlyTheWindowIsServed) {
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  auto s = c->Open({{"op", "exec"}});
+  ASSERT_TRUE(s.ok());
+  uint32_t id = (*s)->id();
+  FakeAgent agent(peer);
+  constexpr size_t kRounds = 3;
+  std::thread t([&] {
+    EXPECT_EQ(agent.Read().type, Type::kHello);
+    EXPECT_EQ(agent.Read().type, Type::kOpen);
+    uint64_t credit[kChannels] = {0, kInitialWindow, kInitialWindow};
+    for (size_t round = 0; round < kRounds; ++round) {
+      for (uint8_t ch : {kStdout, kStderr}) {
+        // Spend all the credit held, in uneven frames.
+        while (credit[ch] > 0) {
+          size_t n = std::min<uint64_t>(credit[ch], kChunk - 1);
+          agent.Send(EncodeFrame(id, Type::kData, ch, std::string(n, 'a')));
+          credit[ch] -= n;
+        }
+      }
+      if (round + 1 == kRounds) break;
+      // Wait for the whole window back on both channels.
+      while (credit[kStdout] < kInitialWindow || credit[kStderr] < kInitialWindow) {
+        Frame f = agent.Read();
+        ASSERT_EQ(f.type, Type::kCredit);
+        credit[f.flags] += *DecodeCredit(f.payload);
+      }
+    }
+    agent.Send(EncodeFrame(id, Type::kEnd, kStdout, ""));
+    agent.Send(EncodeFrame(id, Type::kEnd, kStderr, ""));
+    agent.Send(EncodeFrame(id, Type::kResult, 0, R"({"exit_code":0})"));
+  });
+  size_t got[kChannels] = {0, 0, 0};
+  for (;;) {
+    auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(e.has_value());
+    if (e->kind == Event::Kind::kData) got[e->channel] += e->data.size();
+    if (e->kind == Event::Kind::kResult || e->kind == Event::Kind::kError ||
+        e->kind == Event::Kind::kClosed) {
+      EXPECT_EQ(e->kind, Event::Kind::kResult) << e->json.dump();
+      break;
+    }
+  }
+  t.join();
+  EXPECT_EQ(got[kStdout], kRounds * kInitialWindow);
+  EXPECT_EQ(got[kStderr], kRounds * kInitialWindow);
+  EXPECT_TRUE(c->alive()) << c->failure();
+  EXPECT_EQ(c->queued_bytes(), 0u);
+  close(peer);
+}
+
+// What an agent can queue without credit is bounded too: repeated META, a
+// frame on a stream the host never opened, DATA on a channel the agent does
+// not write, DATA after END each close the connection.
+TEST(ClientWindow, ControlFloodsAndStrayFramesAreViolations) {
+  struct Case {
+    const char* name;
+    std::function<std::string(uint32_t id)> frames;
+    const char* message;
+  };
+  std::vector<Case> cases = {
+      {"repeated META",
+       [](uint32_t id) {
+         std::string w;
+         for (int i = 0; i < 10000; ++i) w += EncodeFrame(id, Type::kMeta, 0, R"({"pid":1})");
+         return w;
+       },
+       "META/END frames waiting"},
+      {"never-opened stream", [](uint32_t id) { return EncodeFrame(id + 2, Type::kMeta, 0, "{}"); },
+       "never opened"},
+      {"even stream", [](uint32_t) { return EncodeFrame(4, Type::kResult, 0, "{}"); }, "never opened"},
+      {"stdin channel", [](uint32_t id) { return EncodeFrame(id, Type::kData, kStdin, "x"); },
+       "which the agent does not write"},
+      {"channel 200", [](uint32_t id) { return EncodeFrame(id, Type::kData, 200, "x"); },
+       "which the agent does not write"},
+      {"DATA after END",
+       [](uint32_t id) {
+         return EncodeFrame(id, Type::kEnd, kStdout, "") + EncodeFrame(id, Type::kData, kStdout, "x");
+       },
+       "after END"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    int peer = -1;
+    auto c = HandshakenClient(&peer);
+    ASSERT_TRUE(c);
+    auto s = c->Open({{"op", "exec"}});
+    ASSERT_TRUE(s.ok());
+    SendUntilRefused(peer, k.frames((*s)->id()));
+    ASSERT_TRUE(WaitDead(*c));
+    EXPECT_EQ(c->close_reason(), CloseReason::kProtocolError);
+    EXPECT_NE(c->failure().find(k.message), std::string::npos) << c->failure();
+    EXPECT_LE(c->queued_bytes(), size_t{kMaxQueuedControl} * 64);
+    close(peer);
+  }
+}
+
+// A stream the host abandoned: the agent may still send what is left of the
+// window, which the host credits straight back; more than that is a
+// violation.
+TEST(ClientWindow, AnAbandonedStreamKeepsItsWindow) {
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  FakeAgent agent(peer);
+  constexpr size_t kUsed = 600 * 1024, kLeft = kInitialWindow - kUsed;
+  uint32_t id;
+  {
+    auto s = c->Open({{"op", "exec"}});
+    ASSERT_TRUE(s.ok());
+    id = (*s)->id();
+    agent.Send(EncodeFrame(id, Type::kData, kStdout, std::string(kUsed, 'a')));  // never consumed
+    for (int i = 0; i < 500 && c->queued_bytes() < kUsed; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(c->queued_bytes(), kUsed);
+  }  // destroyed unfinished: CANCEL, and its queued bytes are released
+  EXPECT_EQ(c->queued_bytes(), 0u);
+  EXPECT_EQ(agent.Read().type, Type::kHello);
+  EXPECT_EQ(agent.Read().type, Type::kOpen);
+  EXPECT_EQ(agent.Read().type, Type::kCancel);
+  for (int round = 0; round < 2; ++round) {
+    agent.Send(EncodeFrame(id, Type::kData, kStdout, std::string(kLeft, 'b')));
+    Frame credit = agent.Read();
+    ASSERT_EQ(credit.type, Type::kCredit);
+    EXPECT_EQ(DecodeCredit(credit.payload), kLeft);
+  }
+  EXPECT_TRUE(c->alive());
+  SendUntilRefused(peer, EncodeFrame(id, Type::kData, kStdout, std::string(kLeft + 1, 'c')));
+  ASSERT_TRUE(WaitDead(*c));
+  EXPECT_EQ(c->close_reason(), CloseReason::kProtocolError);
+  EXPECT_NE(c->failure().find("exceeded the credit window"), std::string::npos) << c->failure();
+  close(peer);
+}
+
+// Many streams a well-behaved agent fills to their windows while nobody
+// reads: the reader pauses at kMaxQueuedBytes instead of growing, and
+// everything arrives once the callers consume.
+TEST(ClientWindow, QueuedBytesPerClientAreBounded) {
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  constexpr size_t kStreams = (kMaxQueuedBytes / (2 * kInitialWindow)) + 8;
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (size_t i = 0; i < kStreams; ++i) {
+    auto s = c->Open({{"op", "exec"}});
+    ASSERT_TRUE(s.ok());
+    streams.push_back(*s);
+  }
+  std::thread agent([&] {
+    std::string body(kChunk, 'z');
+    for (auto& s : streams)
+      for (uint8_t ch : {kStdout, kStderr}) {
+        std::string w;
+        for (uint32_t n = 0; n < kInitialWindow; n += kChunk)
+          w += EncodeFrame(s->id(), Type::kData, ch, body);
+        w += EncodeFrame(s->id(), Type::kEnd, ch, "");
+        if (ch == kStderr) w += EncodeFrame(s->id(), Type::kResult, 0, "{}");
+        SendUntilRefused(peer, w);
+      }
+  });
+  for (int i = 0; i < 1000 && c->queued_bytes() < kMaxQueuedBytes; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the reader has paused, not grown
+  size_t queued = c->queued_bytes();
+  EXPECT_GE(queued, kMaxQueuedBytes);
+  EXPECT_LE(queued, kMaxQueuedBytes + 2 * kMaxPayload);
+  EXPECT_TRUE(c->alive()) << c->failure();
+  for (auto& s : streams) {
+    size_t got = 0;
+    for (;;) {
+      auto e = s->Next(std::chrono::steady_clock::now() + std::chrono::seconds(20));
+      ASSERT_TRUE(e.has_value());
+      if (e->kind == Event::Kind::kData) got += e->data.size();
+      if (e->kind == Event::Kind::kResult) break;
+      ASSERT_NE(e->kind, Event::Kind::kClosed) << e->json.dump();
+    }
+    EXPECT_EQ(got, 2 * size_t{kInitialWindow});
+  }
+  agent.join();
+  EXPECT_TRUE(c->alive());
+  close(peer);
 }
 
 }  // namespace
