@@ -21,24 +21,33 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Writes every byte of iov[0..count) (sendmsg gathers them; partial
-// writes continue where they stopped; a full socket is waited out).
-Status WriteAllV(int fd, iovec* iov, int count) {
+// writes continue where they stopped; a full socket is waited out, but for
+// no longer than `stall` without progress: an agent that stops reading its
+// channel cannot hold a host thread).
+Status WriteAllV(int fd, iovec* iov, int count, std::chrono::milliseconds stall) {
   int first = 0;
+  std::optional<Clock::time_point> stuck_since;
   while (first < count) {
     msghdr m{};
     m.msg_iov = iov + first;
     m.msg_iovlen = static_cast<size_t>(count - first);
-    ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0 && errno == ENOTSOCK) w = ::writev(fd, iov + first, count - first);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
+        auto now = Clock::now();
+        if (!stuck_since) stuck_since = now;
+        if (now - *stuck_since >= stall)
+          return Error(Code::kS300,
+                       "agent channel: the agent read nothing for " + std::to_string(stall.count()) + " ms");
         pollfd pf{fd, POLLOUT, 0};
-        ::poll(&pf, 1, 1000);
+        ::poll(&pf, 1, 100);
         continue;
       }
       return Error::Sys(Code::kS300, "write", "agent channel", errno);
     }
+    stuck_since.reset();
     auto left = static_cast<size_t>(w);
     while (first < count && left >= iov[first].iov_len) {
       left -= iov[first].iov_len;
@@ -52,9 +61,9 @@ Status WriteAllV(int fd, iovec* iov, int count) {
   return OkStatus();
 }
 
-Status WriteAll(int fd, const char* p, size_t n) {
+Status WriteAll(int fd, const char* p, size_t n, std::chrono::milliseconds stall) {
   iovec iov{const_cast<char*>(p), n};
-  return WriteAllV(fd, &iov, 1);
+  return WriteAllV(fd, &iov, 1, stall);
 }
 
 bool IsFinal(Event::Kind k) {
@@ -334,8 +343,27 @@ Status Client::WriteRaw(const std::string& bytes) {
     std::lock_guard<std::mutex> lk(mu_);
     if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
   }
+  Status st = OkStatus();
+  {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    st = WriteAll(fd_.get(), bytes.data(), bytes.size(), write_stall_);
+  }
+  if (!st.ok()) FailWrite(st.error());
+  return st;
+}
+
+void Client::FailWrite(const Error& e) {
+  // A frame may be half written: the channel cannot be used again.
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    Fail(CloseReason::kIoError, e.message());
+  }
+  HangUp();
+}
+
+void Client::SetWriteStall(std::chrono::milliseconds stall) {
   std::lock_guard<std::mutex> lk(write_mu_);
-  return WriteAll(fd_.get(), bytes.data(), bytes.size());
+  write_stall_ = stall;
 }
 
 Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string_view payload) {
@@ -346,8 +374,13 @@ Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string
   char header[kHeaderSize];
   EncodeHeader(header, static_cast<uint32_t>(payload.size()), stream, type, flags);
   iovec iov[2] = {{header, kHeaderSize}, {const_cast<char*>(payload.data()), payload.size()}};
-  std::lock_guard<std::mutex> lk(write_mu_);
-  return WriteAllV(fd_.get(), iov, 2);
+  Status st = OkStatus();
+  {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    st = WriteAllV(fd_.get(), iov, 2, write_stall_);
+  }
+  if (!st.ok()) FailWrite(st.error());
+  return st;
 }
 
 void Client::ForgetStream(uint32_t id) {
@@ -376,8 +409,12 @@ size_t Client::queued_bytes() const {
 
 void Client::GrantFromReader(uint32_t stream, uint8_t channel, uint32_t bytes) {
   std::string credit = EncodeCredit(stream, channel, bytes);
-  std::lock_guard<std::mutex> wl(write_mu_);
-  (void)WriteAll(fd_.get(), credit.data(), credit.size());
+  Status st = OkStatus();
+  {
+    std::lock_guard<std::mutex> wl(write_mu_);
+    st = WriteAll(fd_.get(), credit.data(), credit.size(), write_stall_);
+  }
+  if (!st.ok()) FailWrite(st.error());
 }
 
 Status Client::OnFrame(Frame f) {

@@ -51,6 +51,9 @@ inline constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 // windows are remembered, so their remaining DATA is checked and credited
 // back; beyond this the oldest is forgotten and its DATA dropped.
 inline constexpr size_t kMaxAbandonedStreams = 1024;
+// A write to the agent that makes no progress for this long fails the
+// connection (see Client::SetWriteStall).
+inline constexpr std::chrono::milliseconds kWriteStall{60000};
 
 enum class CloseReason {
   kOpen,           // still alive
@@ -154,6 +157,10 @@ class Client : public std::enable_shared_from_this<Client> {
   void Close();
   // Bytes queued for callers (DATA plus raw control payloads), across streams.
   size_t queued_bytes() const;
+  // How long a write may wait on a full channel without progress before the
+  // connection is failed (kIoError): an agent that stops reading cannot
+  // hold a host thread. Default kWriteStall; tests shorten it.
+  void SetWriteStall(std::chrono::milliseconds stall);
 
  private:
   friend class Stream;
@@ -179,7 +186,11 @@ class Client : public std::enable_shared_from_this<Client> {
   UniqueFd fd_;
   nlohmann::json hello_;
   std::thread reader_;
+  // A write failed (or stalled): fails the connection and wakes everyone.
+  void FailWrite(const Error& e);
+
   std::mutex write_mu_;
+  std::chrono::milliseconds write_stall_{kWriteStall};  // guarded by write_mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint32_t, Stream*> streams_;

@@ -286,6 +286,31 @@ TEST(Client, SendBlocksWithoutCreditAndResumesWhenGranted) {
   close(sv[1]);
 }
 
+// An agent that stops reading its channel cannot hold the writing thread:
+// past the write stall the connection fails and every stream ends.
+TEST(Client, AnAgentThatStopsReadingFailsTheConnection) {
+  int peer = -1;
+  auto c = HandshakenClient(&peer);
+  ASSERT_TRUE(c);
+  c->SetWriteStall(std::chrono::milliseconds(300));
+  auto s = c->Open({{"op", "fs.write"}});
+  ASSERT_TRUE(s.ok());
+  std::string big(kInitialWindow, 'a');  // within the credit, beyond the socket's buffer
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = (*s)->Send(kStdin, big);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), Code::kS300);
+  EXPECT_NE(st.error().message().find("read nothing"), std::string::npos) << st.error().message();
+  EXPECT_LT(secs, 5.0);
+  EXPECT_FALSE(c->alive());
+  EXPECT_EQ(c->close_reason(), CloseReason::kIoError);
+  auto e = (*s)->Next(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, Event::Kind::kClosed);
+  close(peer);
+}
+
 TEST(Client, AgentDeathFailsPendingStreams) {
   int peer = -1;
   auto c = HandshakenClient(&peer);
