@@ -23,6 +23,7 @@
 #include "api/worker.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "functions/errors.h"
 #include "functions/registry.h"
 
 namespace skiff::api {
