@@ -4,11 +4,15 @@
 # writes ${PROJECT_BINARY_DIR}/layering/rules.txt: each target defined under
 # those folders, the folder that defines it, its transitive link
 # dependencies (read from LINK_LIBRARIES / INTERFACE_LINK_LIBRARIES), its
-# sources, and each folder's headers (an executable's own are its sources). For every target with sources a
-# custom command runs scripts/check-layering over them (and the headers
-# that belong to it), producing a stamp; the check is part of `all` and the
-# target depends on it, so a wrong-way include fails the build of that
-# target. Deliberate exceptions: cmake/layering-exceptions.txt.
+# sources (a header-only header listed there belongs to that target; an
+# INTERFACE library lists its headers as its sources), and each folder's
+# headers (an executable's own are its sources). The check is per library:
+# a file may include a header only when a library that owns it is linked,
+# even when another library of the same folder is. For every target with
+# sources a custom command runs scripts/check-layering over them (and the
+# headers that belong to it), producing a stamp; the check is part of `all`
+# and the target depends on it, so a wrong-way include fails the build of
+# that target. Deliberate exceptions: cmake/layering-exceptions.txt.
 
 function(_skiff_targets_in dir out)
   get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
@@ -96,17 +100,18 @@ function(skiff_layering_check)
     list(APPEND folders ${folder})
     _skiff_transitive_deps(${t} deps)
     set(srcs "")
-    if(NOT type STREQUAL "INTERFACE_LIBRARY")
-      get_target_property(sources ${t} SOURCES)
-      foreach(s IN LISTS sources)
-        cmake_path(ABSOLUTE_PATH s BASE_DIRECTORY ${sdir} NORMALIZE OUTPUT_VARIABLE abs)
-        cmake_path(IS_PREFIX PROJECT_SOURCE_DIR "${abs}" NORMALIZE inside)
-        if(inside AND EXISTS "${abs}")
-          file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${abs})
-          list(APPEND srcs ${rel})
-        endif()
-      endforeach()
+    get_target_property(sources ${t} SOURCES)
+    if(NOT sources)
+      set(sources "")
     endif()
+    foreach(s IN LISTS sources)
+      cmake_path(ABSOLUTE_PATH s BASE_DIRECTORY ${sdir} NORMALIZE OUTPUT_VARIABLE abs)
+      cmake_path(IS_PREFIX PROJECT_SOURCE_DIR "${abs}" NORMALIZE inside)
+      if(inside AND EXISTS "${abs}")
+        file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${abs})
+        list(APPEND srcs ${rel})
+      endif()
+    endforeach()
     list(JOIN deps " " deps_line)
     list(JOIN srcs " " srcs_line)
     set(kind "")

@@ -1,4 +1,5 @@
-// skiff: the command line and the daemon (`skiff serve`).
+// skiff: the command line, and the daemon it runs as `skiff serve`.
 #include "cli/cli.h"
+#include "daemon_main.h"
 
-int main(int argc, char** argv) { return skiff::cli::Main(argc, argv); }
+int main(int argc, char** argv) { return skiff::cli::Main(argc, argv, skiff::DaemonMain); }

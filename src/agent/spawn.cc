@@ -12,18 +12,14 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/fs_ops.h"
+#include "agent/fs_request.h"
+#include "agent/spawn_failure.h"
+#include "base/child_report.h"
 
 namespace skiff::agent {
 namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-// What the child reports through the CLOEXEC pipe when it cannot exec.
-struct ChildReport {
-  int stage;  // 1 = chdir, 2 = exec, 3 = confine, 4 = setup, 5 = credentials
-  int err;
-};
 
 // The signals whose disposition is not SIG_DFL in the agent, 0-terminated.
 // Computed on the first call, before any child exists (Spawn calls it in
@@ -43,23 +39,18 @@ const int* ChangedSignals() {
   return list.data();
 }
 
-// Post-fork helpers: async-signal-safe only.
-void WriteReport(int fd, int stage, int err) {
-  ChildReport r{stage, err};
-  ssize_t n;
-  do {
-    n = ::write(fd, &r, sizeof r);
-  } while (n < 0 && errno == EINTR);
+// Post-clone: reports a failed step through the ChildReportPipe and exits
+// 127. Async-signal-safe.
+[[noreturn]] void Fail(int report_w, SpawnStep step, int err, const char* call,
+                       const char* object = "") noexcept {
+  ReportChildFailure(report_w, err, call, object, static_cast<int>(step));
 }
 
 [[noreturn]] void ChildMain(const SpawnRequest& req, const confine::ChildPolicy* policy, char* const* argv,
                             char* const* envp, const std::vector<const char*>& candidates, int in_r,
                             int out_w, int err_w, int report_w) {
   // Async-signal-safe from here to execve.
-  if (::setsid() < 0) {
-    WriteReport(report_w, 4, errno);
-    ::_exit(127);
-  }
+  if (::setsid() < 0) Fail(report_w, SpawnStep::kSetup, errno, "setsid");
   // Under memory pressure (the sandbox's memory cgroup, or a microVM
   // guest's memory, full) the OOM killer must take the sandbox's processes
   // and never the agent, which keeps 0: every child starts at the maximum
@@ -71,10 +62,9 @@ void WriteReport(int fd, int stage, int err) {
     (void)!::write(fd, "1000", 4);
     ::close(fd);
   }
-  if (::dup2(in_r, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) {
-    WriteReport(report_w, 4, errno);
-    ::_exit(127);
-  }
+  if (::dup2(in_r, 0) < 0) Fail(report_w, SpawnStep::kSetup, errno, "dup2", "stdin");
+  if (::dup2(out_w, 1) < 0) Fail(report_w, SpawnStep::kSetup, errno, "dup2", "stdout");
+  if (::dup2(err_w, 2) < 0) Fail(report_w, SpawnStep::kSetup, errno, "dup2", "stderr");
   // Every other descriptor is CLOEXEC already; make sure of it.
   ::syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
   // Undo the agent's signal setup: default dispositions, empty mask. Only
@@ -87,27 +77,21 @@ void WriteReport(int fd, int stage, int err) {
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::umask(022);
-  if (::chdir(req.cwd.c_str()) < 0) {
-    WriteReport(report_w, 1, errno);
-    ::_exit(127);
-  }
+  if (::chdir(req.cwd.c_str()) < 0) Fail(report_w, SpawnStep::kWorkdir, errno, "chdir", req.cwd.c_str());
   if (policy != nullptr) {
     confine::ApplyResult r = confine::ApplyInChild(*policy);
-    if (!r.ok()) {
-      WriteReport(report_w, 3, r.err);
-      ::_exit(127);
-    }
+    if (!r.ok()) Fail(report_w, SpawnStep::kConfine, r.err, r.step != nullptr ? r.step : "confine");
   }
   // After confinement (which needs CAP_SETPCAP): switching away from uid 0
   // clears every remaining capability.
   if (req.creds) {
     const Credentials& c = *req.creds;
-    if (::syscall(SYS_setgroups, c.groups.size(), c.groups.data()) < 0 ||
-        ::syscall(SYS_setresgid, c.gid, c.gid, c.gid) < 0 ||
-        ::syscall(SYS_setresuid, c.uid, c.uid, c.uid) < 0) {
-      WriteReport(report_w, 5, errno);
-      ::_exit(127);
-    }
+    if (::syscall(SYS_setgroups, c.groups.size(), c.groups.data()) < 0)
+      Fail(report_w, SpawnStep::kCredentials, errno, "setgroups");
+    if (::syscall(SYS_setresgid, c.gid, c.gid, c.gid) < 0)
+      Fail(report_w, SpawnStep::kCredentials, errno, "setresgid");
+    if (::syscall(SYS_setresuid, c.uid, c.uid, c.uid) < 0)
+      Fail(report_w, SpawnStep::kCredentials, errno, "setresuid");
   }
   int saved = ENOENT;
   bool eacces = false;
@@ -124,8 +108,7 @@ void WriteReport(int fd, int stage, int err) {
     }
   }
   if (eacces && saved == ENOENT) saved = EACCES;
-  WriteReport(report_w, 2, saved);
-  ::_exit(127);
+  Fail(report_w, SpawnStep::kExec, saved, "execve", argv[0]);
 }
 
 // clone() entry point: the child runs on its own stack in the agent's
@@ -314,15 +297,15 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   cand_c.reserve(cand.size());
   for (const auto& c : cand) cand_c.push_back(c.c_str());
 
-  int in[2], out[2], err[2], rep[2];
+  int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdin", errno);
   UniqueFd in_r(in[0]), in_w(in[1]);
   if (::pipe2(out, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdout", errno);
   UniqueFd out_r(out[0]), out_w(out[1]);
   if (::pipe2(err, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stderr", errno);
   UniqueFd err_r(err[0]), err_w(err[1]);
-  if (::pipe2(rep, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "report", errno);
-  UniqueFd rep_r(rep[0]), rep_w(rep[1]);
+  Result<ChildReportPipe> report = ChildReportPipe::Create();
+  if (!report.ok()) return std::move(report).error().With("spawn of " + req.argv[0]);
 
   // vfork semantics (as posix_spawn does): the child borrows the agent's
   // address space until execve, so no page tables are copied and no
@@ -334,8 +317,8 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   void* stack =
       ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return Error::Sys(Code::kS300, "mmap", "child stack", errno);
-  ChildArgs args{&req,       policy,      argv.data(), envp.data(), &cand_c,
-                 in_r.get(), out_w.get(), err_w.get(), rep_w.get()};
+  ChildArgs args{&req,       policy,      argv.data(), envp.data(),       &cand_c,
+                 in_r.get(), out_w.get(), err_w.get(), report->write_fd()};
   sigset_t all, old;
   (void)ChangedSignals();  // computed here, never in the child
   ::sigfillset(&all);
@@ -348,20 +331,14 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   if (pid < 0) return Error::Sys(Code::kS300, "clone", req.argv[0], clone_errno);
   // Parent. The child has its own group from setsid(); also set it from here
   // so a kill before the child ran setsid still reaches the right group.
-  rep_w.reset();
   in_r.reset();
   out_w.reset();
   err_w.reset();
-  ChildReport r{};
-  size_t got = 0;
-  while (got < sizeof r) {
-    ssize_t n = ::read(rep_r.get(), reinterpret_cast<char*>(&r) + got, sizeof r - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  SpawnOutcome o;
-  if (got == 0) {  // EOF: execve succeeded
+  // The child has exec'ed or exited (CLONE_VFORK): its report is complete.
+  Result<std::optional<ChildFailure>> failed = report->ReadFailure();
+  if (!failed.ok()) return Platform("exec", "spawn of " + req.argv[0] + ": " + failed.error().message());
+  if (!failed->has_value()) {  // EOF: execve succeeded
+    SpawnOutcome o;
     o.started = true;
     o.proc.pid = pid;
     o.proc.stdin_w = std::move(in_w);
@@ -370,34 +347,7 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
     return o;
   }
   // The child failed and exits 127 by itself; the reaper collects it.
-  const std::string& a0 = req.argv[0];
-  if (got != sizeof r) return Platform("exec", "spawn of " + a0 + ": short report from child");
-  if (r.stage == 1) {
-    if (r.err == ENOENT) return Error(Code::kS211, "file not found: workdir " + req.cwd);
-    if (r.err == ENOTDIR) return Error(Code::kS212, "not a directory or wrong type: workdir " + req.cwd);
-    return FsError(r.err, "workdir " + req.cwd);
-  }
-  if (r.stage == 2) {
-    if (r.err == ENOENT || r.err == ENOTDIR) {
-      o.failure = {127, "exec: " + a0 + ": not found\n"};
-      return o;
-    }
-    if (r.err == EACCES || r.err == EPERM || r.err == EISDIR) {
-      o.failure = {126, "exec: " + a0 + ": permission denied\n"};
-      return o;
-    }
-    if (r.err == ENOEXEC) {
-      o.failure = {126, "exec: " + a0 + ": exec format error\n"};
-      return o;
-    }
-    return Platform("exec", "execve(" + a0 + "): " + std::string(ErrnoName(r.err)));
-  }
-  if (r.stage == 5) {
-    return Platform("exec", "switching to uid " + std::to_string(req.creds ? req.creds->uid : 0) + " for " +
-                                a0 + ": " + std::string(ErrnoName(r.err)));
-  }
-  if (r.stage == 3) return Platform("exec", "confining " + a0 + ": " + std::string(ErrnoName(r.err)));
-  return Platform("exec", "setting up " + a0 + ": " + std::string(ErrnoName(r.err)));
+  return SpawnFailureOutcome(req, **failed);
 }
 
 }  // namespace skiff::agent

@@ -3,7 +3,6 @@
 #include "api/http_util.h"
 #include "base/log.h"
 #include "base/text.h"
-#include "functions/registry.h"
 
 namespace skiff::api {
 

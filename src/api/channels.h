@@ -16,7 +16,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "functions/registry.h"
+#include "functions/function_def.h"
 
 namespace skiff::api {
 

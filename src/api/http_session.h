@@ -20,6 +20,7 @@
 #include "api/router.h"
 #include "api/server_impl.h"
 #include "base/text.h"
+#include "functions/errors.h"
 
 namespace skiff::api {
 

@@ -11,7 +11,8 @@
 #include <string_view>
 
 #include "base/error.h"
-#include "functions/registry.h"
+#include "functions/function_def.h"
+#include "functions/invocation.h"
 
 namespace skiff::api::iii {
 

@@ -12,19 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "api/metrics_text.h"
 #include "base/error.h"
 #include "sandbox/service.h"
 
 namespace skiff::api {
-
-// A snapshot of the sandbox gauges /metrics reports.
-struct SandboxGauges {
-  std::map<std::string, uint64_t> by_isolation;  // every available backend, 0 when idle
-  uint64_t reaped = 0;
-  uint64_t execs_in_flight = 0;
-  std::vector<PoolStatus> pools;
-  std::string default_isolation;
-};
 
 class SandboxAccess {
  public:

@@ -47,9 +47,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-// `skiff serve`: builds the manager from `config`, serves until SIGTERM or
-// SIGINT, then stops every sandbox and returns 0. Returns 1 when the manager,
-// the server's threads or the listener cannot start. Config errors (exit 2) are the caller's.
-int RunDaemon(Config config);
-
 }  // namespace skiff::api

@@ -25,6 +25,7 @@
 #include "base/lanes.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "functions/errors.h"
 #include "functions/registry.h"
 
 namespace skiff::api {

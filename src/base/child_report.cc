@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <string>
 
 #include "base/fd_pair.h"
@@ -21,19 +22,24 @@ void CopyStr(char* dst, size_t cap, const char* src) noexcept {
 
 }  // namespace
 
-void RecordChildFailure(ChildFailure* slot, int err, const char* call, const char* object) noexcept {
+void RecordChildFailure(ChildFailure* slot, int err, const char* call, const char* object,
+                        int step) noexcept {
   if (slot == nullptr) return;
   slot->err = err != 0 ? err : EIO;  // 0 would read as "no failure"
+  slot->step = step;
   CopyStr(slot->call, sizeof slot->call, call);
   CopyStr(slot->object, sizeof slot->object, object);
 }
 
-void ReportChildFailure(int fd, int err, const char* call, const char* object) noexcept {
+void ReportChildFailure(int fd, int err, const char* call, const char* object, int step) noexcept {
   ChildFailure f;
-  RecordChildFailure(&f, err, call, object);
+  RecordChildFailure(&f, err, call, object, step);
   // One write of less than PIPE_BUF bytes: the parent gets all or nothing.
-  ssize_t r = ::write(fd, &f, sizeof f);
-  (void)r;
+  static_assert(sizeof f <= PIPE_BUF);
+  ssize_t r;
+  do {
+    r = ::write(fd, &f, sizeof f);
+  } while (r < 0 && errno == EINTR);
   ::syscall(SYS_exit_group, 127);
   __builtin_unreachable();
 }
@@ -52,7 +58,7 @@ Result<ChildReportPipe> ChildReportPipe::Create() {
   return ChildReportPipe(std::move(p.first), std::move(p.second));
 }
 
-Status ChildReportPipe::Read(std::string_view context) {
+Result<std::optional<ChildFailure>> ChildReportPipe::ReadFailure() {
   write_.reset();
   ChildFailure f;
   size_t got = 0;
@@ -65,13 +71,23 @@ Status ChildReportPipe::Read(std::string_view context) {
     got += static_cast<size_t>(n);
   }
   read_.reset();
-  if (got == 0) return OkStatus();
-  if (got != sizeof f) {
-    Error e(Code::kS300, "short report from child (" + std::to_string(got) + " bytes)");
+  if (got == 0) return std::optional<ChildFailure>();
+  if (got != sizeof f)
+    return Error(Code::kS300, "short report from child (" + std::to_string(got) + " bytes)");
+  f.call[sizeof f.call - 1] = '\0';
+  f.object[sizeof f.object - 1] = '\0';
+  return std::optional<ChildFailure>(f);
+}
+
+Status ChildReportPipe::Read(std::string_view context) {
+  Result<std::optional<ChildFailure>> r = ReadFailure();
+  if (!r.ok()) {
+    Error e = std::move(r).error();
     if (!context.empty()) e.With(context);
     return e;
   }
-  return ChildFailureError(f, context);
+  if (!r->has_value()) return OkStatus();
+  return ChildFailureError(**r, context);
 }
 
 }  // namespace skiff

@@ -13,19 +13,20 @@ namespace {
 
 using AddCommand = void (*)(CLI::App& app, int& rc);
 
-// In the order `skiff --help` lists them.
+// In the order `skiff --help` lists them, after `serve`.
 constexpr AddCommand kCommands[] = {
-    AddServeCommand, AddRunCommand,  AddDoctorCommand,  AddVersionCommand, AddCreateCommand, AddExecCommand,
-    AddLsCommand,    AddStopCommand, AddCatalogCommand, AddCpCommand,      AddFsCommand,     AddImageCommands,
+    AddRunCommand,  AddDoctorCommand,  AddVersionCommand, AddCreateCommand, AddExecCommand,   AddLsCommand,
+    AddStopCommand, AddCatalogCommand, AddCpCommand,      AddFsCommand,     AddImageCommands,
 };
 
 }  // namespace
 
-int Main(int argc, char** argv) {
+int Main(int argc, char** argv, DaemonMain daemon) {
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"skiff: run untrusted code in short-lived sandboxes"};
   app.require_subcommand(1);
   int rc = 0;
+  AddServeCommand(app, rc, daemon);
   for (AddCommand add : kCommands) add(app, rc);
 
   try {

@@ -3,6 +3,8 @@
 // `exec`, `ls`, `stop`, `cp`, `fs`, `catalog`).
 #pragma once
 
+#include "sandbox/config.h"
+
 namespace skiff::cli {
 
 // Exit statuses of `skiff` itself (a command's own status passes through).
@@ -11,6 +13,12 @@ inline constexpr int kExitTimeout = 124;     // S200: the command timed out
 inline constexpr int kExitSkiffError = 125;  // any other S-code error
 inline constexpr int kExitInterrupted = 130;
 
-int Main(int argc, char** argv);
+// The daemon's main (the `skiff` binary's, cmd/skiff/daemon_main.cc), which
+// `serve` runs under the Config its file and flags make; its result is
+// skiff's exit status. The daemon's composition lives with the binary, so
+// the command line needs no link to it.
+using DaemonMain = int (*)(Config config);
+
+int Main(int argc, char** argv, DaemonMain daemon);
 
 }  // namespace skiff::cli

@@ -5,9 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/cli.h"
+
 namespace skiff::cli {
 
-void AddServeCommand(CLI::App& app, int& rc);    // serve.cc: the daemon, foreground
+// serve.cc: the daemon, foreground; `daemon` is its main.
+void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon);
 void AddRunCommand(CLI::App& app, int& rc);      // run.cc: one sandbox, no daemon
 void AddDoctorCommand(CLI::App& app, int& rc);   // doctor.cc: what this host offers
 void AddVersionCommand(CLI::App& app, int& rc);  // version.cc

@@ -8,7 +8,7 @@
 
 #include "api/http_util.h"
 #include "cli/cli.h"
-#include "functions/registry.h"
+#include "functions/errors.h"
 
 namespace skiff::cli {
 

@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "api/server.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "sandbox/config.h"
@@ -18,7 +17,7 @@ struct ServeFlags {
   std::string config_file, socket_path, engine_url;
 };
 
-int Serve(const ServeFlags& f) {
+int Serve(const ServeFlags& f, DaemonMain daemon) {
   Config config;
   if (!f.config_file.empty()) {
     auto c = LoadConfigFile(f.config_file);
@@ -43,19 +42,19 @@ int Serve(const ServeFlags& f) {
     }
     config.engine_url = f.engine_url;
   }
-  return api::RunDaemon(std::move(config));
+  return daemon(std::move(config));
 }
 
 }  // namespace
 
-void AddServeCommand(CLI::App& app, int& rc) {
+void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon) {
   auto* serve = app.add_subcommand("serve", "run the daemon (skiffd) in the foreground");
   auto f = std::make_shared<ServeFlags>();
   serve->add_option("--port", f->port, "listen port (overrides listen_port; 0 = any free port)");
   serve->add_option("--config", f->config_file, "YAML configuration file");
   serve->add_option("--socket", f->socket_path, "also listen on this unix socket");
   serve->add_option("--engine", f->engine_url, "worker mode: join the iii engine at this ws:// URL");
-  serve->callback([f, &rc] { rc = Serve(*f); });
+  serve->callback([f, &rc, daemon] { rc = Serve(*f, daemon); });
 }
 
 }  // namespace skiff::cli

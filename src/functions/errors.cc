@@ -4,8 +4,6 @@
 
 #include <array>
 
-#include "functions/registry.h"
-
 namespace skiff {
 namespace {
 

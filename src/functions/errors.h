@@ -1,6 +1,6 @@
 // The S-code table of the contract (type, HTTP status, retryability, meaning,
-// default fix_note). ErrorToWire/HttpStatus/ErrorType/Retryable are declared
-// in functions/registry.h; this header adds the table itself for docs/tests.
+// default fix_note) and what is derived from it: an error's wire object, its
+// HTTP status, type and retryability.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,5 +32,14 @@ std::string_view ParentsFixNote();
 nlohmann::json FixNoteFor(const Error& e);
 // S211 "parent directory not found: <parent>" with fix {"parents": true}.
 Error ParentsMissing(std::string_view parent);
+
+// The docs/errors.md wire object of an error (sorted keys), with docs_url built
+// from `docs_base`.
+nlohmann::json ErrorToWire(const Error& e, std::string_view docs_base);
+// HTTP status for an S-code (docs/errors.md#codes / docs/architecture.md#transports-and-their-limits).
+int HttpStatus(Code c);
+// The type string ("validation", ...), retryability and default fix_note.
+std::string_view ErrorType(Code c);
+bool Retryable(Code c);
 
 }  // namespace skiff

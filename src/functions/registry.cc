@@ -618,13 +618,6 @@ const FunctionDef* FindFunction(std::string_view id) {
   return nullptr;
 }
 
-int Invocation::http_status() const {
-  if (result) return 200;
-  if (error) return HttpStatus(error->code());
-  if (engine_error) return engine_error->http_status();
-  return 500;
-}
-
 Invocation Invoke(std::string_view id, const json& payload, CallContext& ctx) {
   Invocation inv;
   const FunctionDef* d = FindFunction(id);

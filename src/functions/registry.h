@@ -1,80 +1,19 @@
 // The function registry: each sandbox::* / engine::* function declares its
 // id, description, request and response JSON Schemas (draft-07) and handler
 // exactly once. Transports, generated docs and tests all read this table.
+// The types it is made of are functions/function_def.h and
+// functions/invocation.h; the S-code wire mapping is functions/errors.h.
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
-#include "base/error.h"
-#include "functions/engine_errors.h"
-#include "sandbox/service.h"
+#include "functions/function_def.h"
+#include "functions/invocation.h"
 
 namespace skiff {
 
-// Data channels (docs/api.md#enginechannelscreate) are a transport facility; handlers reach them
-// through this interface, implemented by the API layer (or by a test double).
-class ChannelBroker {
- public:
-  virtual ~ChannelBroker() = default;
-  // fs::read: a channel whose reader gets the bytes `producer` writes to the
-  // sink it is given (called when a reader attaches; lazily for big files).
-  // Returns the reader reference {"channel_id","access_key","direction":"read"}.
-  using Producer = std::function<Status(const ByteSink& sink)>;
-  virtual Result<nlohmann::json> CreateReadChannel(Producer producer) = 0;
-  // fs::write with a channel reference as `content`: attach as the reader
-  // and return a source of its bytes (S218 on a 5 s stall or abort).
-  virtual Result<ByteSource> AttachReader(const nlohmann::json& ref) = 0;
-  // engine::channels::create.
-  virtual Result<nlohmann::json> CreateChannelPair(uint32_t buffer_size) = 0;
-};
-
-struct CallContext {
-  SandboxService& manager;
-  ChannelBroker* channels = nullptr;  // null: channel features answer S001/S216
-  // Set by an engine::* handler that fails with an engine fault rather than
-  // an S-code (engine::functions::info); Invoke() sends it instead of the
-  // Error the handler returned.
-  std::optional<EngineFault> engine_fault;
-
-  // Records `f` and returns the S001 Error a caller reading only the
-  // handler's Result sees: `return ctx.Fail(EngineFault::NotFound(...));`.
-  Error Fail(EngineFault f) {
-    Error e = InvalidRequest(f.message());
-    engine_fault = std::move(f);
-    return e;
-  }
-};
-
-// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
-struct FunctionDef {
-  std::string id;           // "sandbox::exec"
-  std::string description;  // one line
-  nlohmann::json request_schema;
-  nlohmann::json response_schema;
-  bool internal = false;    // engine::* (listed only with include_internal)
-  std::string worker_name;  // "iii-sandbox" | "iii-engine-functions"
-  // Runs the function: validates `payload` (docs/api.md#conventions, docs/api.md#conventions check order) and
-  // returns the result object or an Error with its S-code.
-  std::function<Result<nlohmann::json>(const nlohmann::json& payload, CallContext& ctx)> handler;
-  // The S-codes the function can return (docs/api.md lists them).
-  std::vector<Code> errors;
-};
-
-// One call as a transport sees it. Exactly one of the three is set:
-// `result`; `error` (an S-code error, send ErrorToWire); `engine_error`
-// (send EngineFault::ToJson()).
-struct Invocation {
-  std::optional<nlohmann::json> result;
-  std::optional<Error> error;
-  std::optional<EngineFault> engine_error;
-  int http_status() const;  // 200, the S-code's status, or the engine fault's
-};
 // Looks the id up, reads a null/absent payload as {}, runs the handler and
 // takes its engine fault, if any, from the CallContext. An unknown id gives
 // EngineFault::FunctionNotFound.
@@ -82,14 +21,5 @@ Invocation Invoke(std::string_view id, const nlohmann::json& payload, CallContex
 
 const std::vector<FunctionDef>& Functions();
 const FunctionDef* FindFunction(std::string_view id);
-
-// The docs/errors.md wire object of an error (sorted keys), with docs_url built
-// from `docs_base`.
-nlohmann::json ErrorToWire(const Error& e, std::string_view docs_base);
-// HTTP status for an S-code (docs/errors.md#codes / docs/architecture.md#transports-and-their-limits).
-int HttpStatus(Code c);
-// The type string ("validation", ...), retryability and default fix_note.
-std::string_view ErrorType(Code c);
-bool Retryable(Code c);
 
 }  // namespace skiff

@@ -1,6 +1,9 @@
-// `skiff serve`: the daemon's composition. Config -> SandboxManager -> Server
+// skiffd's main, the daemon's composition: Config -> SandboxManager -> Server
 // on its own event-loop thread; SIGTERM/SIGINT (or a rejected worker
-// registration) stop every sandbox, then the process exits.
+// registration) stop every sandbox, then the process exits. The `skiff`
+// binary hands it to the command line, whose `serve` calls it.
+#include "daemon_main.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,7 +18,7 @@
 #include "base/thread.h"
 #include "sandbox/backends.h"
 
-namespace skiff::api {
+namespace skiff {
 
 namespace {
 
@@ -29,7 +32,7 @@ void OnSignal(int sig) {
 
 }  // namespace
 
-int RunDaemon(Config config) {
+int DaemonMain(Config config) {
   for (const auto& w : config.warnings) SKIFF_LOG(Warn) << "config: " << w;
   auto mgr = MakeSandboxManager(config);
   if (!mgr.ok()) {
@@ -37,17 +40,17 @@ int RunDaemon(Config config) {
     return 1;
   }
   SandboxManager& manager = **mgr;
-  auto created = Server::Create(manager, config);
+  auto created = api::Server::Create(manager, config);
   if (!created.ok()) {
     std::fprintf(stderr, "skiff serve: %s\n", created.error().message().c_str());
     return 1;
   }
-  Server& server = **created;
+  api::Server& server = **created;
   if (auto st = server.Listen(); !st.ok()) {
     std::fprintf(stderr, "skiff serve: %s\n", st.error().message().c_str());
     return 1;
   }
-  SKIFF_LOG(Info) << "skiffd " << Version() << " listening on " << config.listen_address << ":"
+  SKIFF_LOG(Info) << "skiffd " << api::Version() << " listening on " << config.listen_address << ":"
                   << server.port()
                   << (config.unix_socket ? " and unix:" + *config.unix_socket : std::string())
                   << "; isolation " << manager.default_isolation();
@@ -89,4 +92,4 @@ int RunDaemon(Config config) {
   ::_exit(status);
 }
 
-}  // namespace skiff::api
+}  // namespace skiff
