@@ -72,19 +72,27 @@ Status Talk(Request& req, const char* what) {
   if (::sendto(sock.get(), msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) <
       0)
     return Error::Sys(Code::kS300, "sendto", what, errno);
-  alignas(nlmsghdr) uint8_t buf[4096];
+  uint8_t buf[4096];
   for (;;) {
     ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::Sys(Code::kS300, "recv", what, errno);
-    auto left = static_cast<int>(n);
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_type != NLMSG_ERROR) continue;
-      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr)))
-        return Error(Code::kS300, std::string(what) + ": short ack");
-      const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-      if (e->error == 0) return OkStatus();
-      return Error::Sys(Code::kS300, "rtnetlink", what, -e->error);
+    if (n == 0) return Error(Code::kS300, std::string(what) + ": no answer from the kernel");
+    const auto len = static_cast<size_t>(n);
+    size_t off = 0;
+    while (off + sizeof(nlmsghdr) <= len) {
+      nlmsghdr h{};
+      std::memcpy(&h, buf + off, sizeof h);
+      if (h.nlmsg_len < sizeof h || off + h.nlmsg_len > len) break;
+      if (h.nlmsg_type == NLMSG_ERROR) {
+        if (h.nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr)))
+          return Error(Code::kS300, std::string(what) + ": short ack");
+        nlmsgerr e{};
+        std::memcpy(&e, buf + off + NLMSG_HDRLEN, sizeof e);
+        if (e.error == 0) return OkStatus();
+        return Error::Sys(Code::kS300, "rtnetlink", what, -e.error);
+      }
+      off += NLMSG_ALIGN(h.nlmsg_len);
     }
   }
 }
