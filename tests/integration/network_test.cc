@@ -8,7 +8,11 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <ldns/ldns.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -21,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -589,6 +594,170 @@ std::string Ask(int netns_fd, const std::string& name, bool tcp = false,
   });
 }
 
+// Everything crossing the host's loopback while it lives: an AF_PACKET
+// capture on `lo` of this process's namespace, the one slirp4netns
+// delivers to when the gateway maps to the host's loopback.
+class LoopbackCapture {
+ public:
+  LoopbackCapture() {
+    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(::if_nametoindex("lo"));
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) == 0;
+    thread_ = std::thread([this] {
+      std::vector<char> buf(70000);
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+        std::lock_guard<std::mutex> g(mu_);
+        if (n > 0 && seen_.size() < (64u << 20)) seen_.append(buf.data(), static_cast<size_t>(n));
+      }
+    });
+  }
+  ~LoopbackCapture() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  bool Saw(const std::string& bytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    return seen_.find(bytes) != std::string::npos;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::string seen_;
+  std::thread thread_;
+};
+
+// An A query for `name` in wire format.
+std::vector<uint8_t> QueryWire(const std::string& name) {
+  ldns_pkt* q =
+      ldns_pkt_query_new(ldns_dname_new_frm_str(name.c_str()), LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
+  ldns_pkt_set_id(q, 4243);
+  uint8_t* w = nullptr;
+  size_t wl = 0;
+  ldns_pkt2wire(&w, q, &wl);
+  std::vector<uint8_t> out(w, w + wl);
+  free(w);
+  ldns_pkt_free(q);
+  return out;
+}
+
+// An Ethernet frame carrying one IPv4 UDP datagram (no UDP checksum).
+std::vector<uint8_t> UdpFrame(const uint8_t src_mac[6], const uint8_t dst_mac[6], const char* src_ip,
+                              uint16_t sport, const char* dst_ip, uint16_t dport,
+                              const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> f(dst_mac, dst_mac + 6);
+  f.insert(f.end(), src_mac, src_mac + 6);
+  f.insert(f.end(), {0x08, 0x00});
+  iphdr ip{};
+  ip.version = 4;
+  ip.ihl = 5;
+  ip.ttl = 64;
+  ip.protocol = IPPROTO_UDP;
+  ip.tot_len = htons(static_cast<uint16_t>(20 + 8 + payload.size()));
+  ::inet_pton(AF_INET, src_ip, &ip.saddr);
+  ::inet_pton(AF_INET, dst_ip, &ip.daddr);
+  uint32_t sum = 0;
+  const auto* words = reinterpret_cast<const uint16_t*>(&ip);
+  for (int i = 0; i < 10; ++i) sum += words[i];
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  ip.check = static_cast<uint16_t>(~sum);
+  const auto* ipb = reinterpret_cast<const uint8_t*>(&ip);
+  f.insert(f.end(), ipb, ipb + sizeof ip);
+  uint16_t udp[4] = {htons(sport), htons(dport), htons(static_cast<uint16_t>(8 + payload.size())), 0};
+  const auto* ub = reinterpret_cast<const uint8_t*>(udp);
+  f.insert(f.end(), ub, ub + sizeof udp);
+  f.insert(f.end(), payload.begin(), payload.end());
+  return f;
+}
+
+// The forwarding entries the bridge holds for the guest's port that it
+// learned or was given (not the port's own permanent ones).
+std::vector<std::string> GuestPortEntries(const std::string& ns_path) {
+  std::vector<std::string> out;
+  std::istringstream in(Shell("nsenter --net=" + ns_path + " bridge fdb show br br0"));
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" dev vm0 ") != std::string::npos && line.find("permanent") == std::string::npos)
+      out.push_back(line);
+  return out;
+}
+
+constexpr uint8_t kGuestMacBytes[6] = {0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
+// slirp4netns' MACs: 52:55 and the address it answers for.
+constexpr uint8_t kSlirpDnsMac[6] = {0x52, 0x55, 0x0a, 0x00, 0x02, 0x03};
+constexpr uint8_t kSlirpGatewayMac[6] = {0x52, 0x55, 0x0a, 0x00, 0x02, 0x02};
+
+TEST_F(NetworkTest, GuestPortLearnsNoForgedSourceMac) {
+  auto sn = net::SandboxNet::Create({{}, {}}, net::Mode::kBridge);
+  ASSERT_TRUE(sn.ok()) << sn.error().ToString();
+  std::string ns = NetnsPath((*sn)->netns_inode());
+  UniqueFd tap = (*sn)->TakeTap();
+  ASSERT_TRUE(tap);
+  // What a guest writes to its NIC: 2000 frames, each from another
+  // (unicast) source MAC.
+  std::vector<uint8_t> payload(16, 'x');
+  for (int i = 0; i < 2000; ++i) {
+    uint8_t mac[6] = {0x02, 0x10, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 0x00, 0x01};
+    auto f = UdpFrame(mac, kSlirpDnsMac, net::kGuestAddress, 40000, net::kGateway, 9, payload);
+    ASSERT_EQ(::write(tap.get(), f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  }
+  std::this_thread::sleep_for(200ms);
+  auto entries = GuestPortEntries(ns);
+  ASSERT_EQ(entries.size(), 1u) << "the bridge learned forged source MACs: " << entries.size() << " entries";
+  EXPECT_NE(entries[0].find(std::string(net::kGuestMac) + " dev vm0 master br0 static"), std::string::npos)
+      << entries[0];
+}
+
+TEST_F(NetworkTest, SlirpRefusesTheHostLoopbackWithoutHostPorts) {
+  // Even with the namespace's ruleset gone, the gateway leads to no host
+  // loopback service when no host port is listed; with one listed, the
+  // same connection goes through (so the probe can tell).
+  for (bool listed : {false, true}) {
+    std::vector<uint16_t> ports;
+    if (listed) ports = {unlisted_.port()};
+    auto sn = net::SandboxNet::Create({ports, {}}, net::Mode::kLocal);
+    ASSERT_TRUE(sn.ok()) << sn.error().ToString();
+    std::string flush =
+        Shell("nsenter --net=" + NetnsPath((*sn)->netns_inode()) + " nft delete table inet skiff");
+    ASSERT_EQ(flush, "");
+    int before = unlisted_.accepted();
+    std::string got = InNetns((*sn)->netns_fd(), [&]() -> std::string {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      timeval tv{3, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(unlisted_.port());
+      ::inet_pton(AF_INET, net::kGateway, &sa.sin_addr);
+      std::string out = "connect failed";
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+        char buf[64];
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        out = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "no data";
+      }
+      ::close(fd);
+      return out;
+    });
+    if (listed) {
+      EXPECT_EQ(got, "hello-unlisted\n");
+      EXPECT_EQ(unlisted_.accepted(), before + 1);
+    } else {
+      EXPECT_NE(got, "hello-unlisted\n") << "slirp4netns reached the host's loopback";
+      EXPECT_EQ(unlisted_.accepted(), before);
+    }
+  }
+}
+
 class DomainAllowTest : public NetworkTest {
  protected:
   void SetUp() override {
@@ -768,6 +937,85 @@ TEST_F(DomainAllowTest, BridgeNamespaceServesTheFilterAndTearsDown) {
   EXPECT_EQ(NetnsUsers(ino), 0);
 }
 
+TEST_F(DomainAllowTest, BridgeForgedGatewaySourceGetsNoAnswer) {
+  // The guest forges 10.0.2.2:P as the source of a query to the filter,
+  // and tells br0 over ARP that 10.0.2.2 is at slirp4netns' MAC: the answer
+  // goes to slirp4netns and on to the host's 127.0.0.1:P (the gateway maps
+  // to the host's loopback here, as a host port is listed; so does any
+  // other 10.0.2.x). The refused name is only in the answer, so any sight
+  // of it on the host's loopback is the leak.
+  LoopbackCapture lo;
+  ASSERT_TRUE(lo.ok());
+  auto sn = net::SandboxNet::Create({{listed_.port()}, Filtered(Base()).net_allow}, net::Mode::kBridge);
+  ASSERT_TRUE(sn.ok()) << sn.error().ToString();
+  std::string ns = NetnsPath((*sn)->netns_inode());
+  UniqueFd tap = (*sn)->TakeTap();
+  ASSERT_TRUE(tap);
+  // The guest's answer path, without a guest: br0 knows its MAC.
+  ASSERT_EQ(Shell("nsenter --net=" + ns + " ip neigh replace " + net::kGuestAddress + " lladdr " +
+                  net::kGuestMac + " dev br0 nud permanent"),
+            "");
+  auto ask = [&](const uint8_t* mac, const char* src, const std::string& name) {
+    auto f = UdpFrame(mac, kSlirpDnsMac, src, 40053, net::kDns, 53, QueryWire(name));
+    return ::write(tap.get(), f.data(), f.size()) == static_cast<ssize_t>(f.size());
+  };
+  // Waits up to 2 s for the answer to a query for `name` on the tap (it
+  // holds the name's first label). Meanwhile plays the forging guest's
+  // part in ARP: when br0 asks for `forged_ip` (where its answer goes), it
+  // is told "at slirp4netns' gateway MAC", from `mac`.
+  auto answered = [&](const std::string& name, const uint8_t* mac, const char* forged_ip) {
+    const std::string label = name.substr(0, name.find('.'));
+    in_addr forged{};
+    ::inet_pton(AF_INET, forged_ip, &forged);
+    auto deadline = Clock::now() + 2s;
+    std::vector<uint8_t> buf(70000);
+    while (Clock::now() < deadline) {
+      pollfd p{tap.get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      ssize_t n = ::read(tap.get(), buf.data(), buf.size());
+      if (n <= 0) continue;
+      if (n >= 42 && buf[12] == 0x08 && buf[13] == 0x06 && buf[21] == 1 &&
+          std::memcmp(&buf[38], &forged, 4) == 0) {
+        std::vector<uint8_t> r(buf.begin() + 6, buf.begin() + 12);  // to the asker
+        r.insert(r.end(), mac, mac + 6);
+        r.insert(r.end(), {0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 2});
+        r.insert(r.end(), kSlirpGatewayMac, kSlirpGatewayMac + 6);  // sender: the "gateway"
+        r.insert(r.end(), &buf[38], &buf[42]);                      // at the forged address
+        r.insert(r.end(), &buf[22], &buf[32]);                      // target: the asker
+        (void)!::write(tap.get(), r.data(), r.size());
+        continue;
+      }
+      if (std::string(buf.begin(), buf.begin() + n).find(label) != std::string::npos) return true;
+    }
+    return false;
+  };
+  std::string own = "own-" + RandomHex(4) + ".test";
+  ASSERT_TRUE(ask(kGuestMacBytes, net::kGuestAddress, own));
+  EXPECT_TRUE(answered(own, kGuestMacBytes, "0.0.0.0")) << "the guest's own query is answered (REFUSED)";
+
+  const uint8_t other_mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x07};
+  struct Forgery {
+    const uint8_t* mac;
+    const char* ip;
+  } forgeries[] = {
+      {kGuestMacBytes, net::kGateway}, {other_mac, net::kGateway}, {kGuestMacBytes, "10.0.2.99"}};
+  // With the guest's anti-spoofing chain, then without it: the filter
+  // answers only the guest's address and the namespace sends only to the
+  // guest, so the answer still goes nowhere else.
+  for (bool chain : {true, false}) {
+    if (!chain) {
+      ASSERT_EQ(Shell("nsenter --net=" + ns + " nft delete chain bridge skiff guest"), "");
+    }
+    for (const auto& f : forgeries) {
+      std::string name = "forged-" + RandomHex(4) + ".test";
+      ASSERT_TRUE(ask(f.mac, f.ip, name));
+      EXPECT_FALSE(answered(name, f.mac, f.ip)) << f.ip << " got an answer (chain " << chain << ")";
+      EXPECT_FALSE(lo.Saw(name.substr(0, name.find('.'))))
+          << "the answer to a forged " << f.ip << " reached the host's loopback (chain " << chain << ")";
+    }
+  }
+}
+
 TEST_F(DomainAllowTest, AFloodedFilterSlowsOnlyItsOwnSandbox) {
   auto a = net::SandboxNet::Create({{}, Filtered(Base()).net_allow}, net::Mode::kLocal);
   auto b = net::SandboxNet::Create({{}, Filtered(Base()).net_allow}, net::Mode::kLocal);
@@ -897,6 +1145,47 @@ TEST_F(MicrovmDomainAllowTest, GuestQueriesReachTheFilterOverTheBridge) {
   inst->reset();
   EXPECT_EQ(OwnThreadsIn(ino), 0) << "the filter thread survived the VM";
   EXPECT_EQ(NetnsUsers(ino), 0);
+}
+
+TEST_F(MicrovmDomainAllowTest, GuestForgedSourcesAreDroppedAtTheBridge) {
+  // Guest root forges what it can with its own NIC: twenty source MACs,
+  // then the gateway's address 10.0.2.2 (on eth0, so the guest also
+  // answers ARP for it) as the source of a query to the filter.
+  SandboxPolicy p = Filtered(Base());
+  p.rootfs.block_image = rootfs_;
+  p.rootfs.block_fstype = "erofs";
+  p.memory_mb = 256;
+  auto inst = iso_->Start(p);
+  ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+  std::string ns = NetnsPath((*inst)->Describe()["netns_inode"].get<uint64_t>());
+  ASSERT_FALSE(ns.empty());
+  {
+    auto c = proto::Client::Connect((*inst)->TakeChannel(), 60s);
+    ASSERT_TRUE(c.ok()) << c.error().ToString();
+    std::string out =
+        Sh(**c,
+           "b=/bin/busybox\n"
+           "for i in $($b seq 10 29); do $b ip link set eth0 address 02:00:00:00:00:$i; "
+           "$b ping -c 1 -W 1 10.0.2.2 >/dev/null 2>&1 & $b sleep 0.3; done; wait\n"
+           "$b ip link set eth0 address " +
+               std::string(net::kGuestMac) +
+               "\n"
+               "$b ip addr add 10.0.2.2/32 dev eth0 && $b ip route add 10.0.2.3/32 dev eth0 src "
+               "10.0.2.2 && echo forged=on\n"
+               "$b timeout 8 $b nslookup other.test 10.0.2.3 >/tmp/f 2>&1; echo forged=$($b grep "
+               "-c REFUSED /tmp/f)\n"
+               "$b ip route del 10.0.2.3/32; $b ip addr del 10.0.2.2/32 dev eth0\n"
+               "$b nslookup api.example.test >/tmp/ns 2>&1; echo own=$? $($b grep -o "
+               "198.51.100.7 /tmp/ns | $b head -1)\n",
+           90000);
+    EXPECT_NE(out.find("forged=on\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("forged=0\n"), std::string::npos) << "the query from a forged 10.0.2.2 was answered\n"
+                                                         << out;
+    EXPECT_NE(out.find("own=0 198.51.100.7\n"), std::string::npos) << out;
+  }
+  auto entries = GuestPortEntries(ns);
+  EXPECT_EQ(entries.size(), 1u) << "the bridge learned the guest's forged MACs: " << entries.size();
+  (*inst)->Stop(1000ms);
 }
 
 TEST_F(MicrovmNetworkTest, NoNetworkMeansOnlyLoopback) {

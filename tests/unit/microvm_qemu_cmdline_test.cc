@@ -89,7 +89,8 @@ TEST(QemuArgv, NetworkAttachesTheTap) {
   c.tap_fd = 5;
   auto a = QemuArgv(c);
   EXPECT_EQ(ValueOf(a, "-netdev"), "tap,id=net0,fd=5,vhost=off");
-  EXPECT_THAT(ValuesOf(a, "-device"), Contains("virtio-net-device,netdev=net0"));
+  EXPECT_THAT(ValuesOf(a, "-device"), Contains("virtio-net-device,netdev=net0,mac=52:54:00:12:34:56"))
+      << "the bridge accepts the guest's frames from this MAC only";
 }
 
 TEST(QemuArgv, IncomingOnlyForRestores) {

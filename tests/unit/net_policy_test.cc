@@ -95,6 +95,43 @@ TEST(NetRuleset, BridgeModeFiltersForwardedGuestTraffic) {
   EXPECT_THAT(*r, Not(HasSubstr("reject")));
 }
 
+TEST(NetRuleset, BridgeModeTakesOnlyTheGuestsOwnSourcesAndAnswersOnlyTheGuest) {
+  for (const std::vector<std::string>& allow : {std::vector<std::string>{}, {"api.example.com"}}) {
+    auto r = BuildRuleset({{}, allow}, Mode::kBridge, {});
+    ASSERT_TRUE(r.ok());
+    // Before the bridge learns or delivers anything (prerouting, ahead of
+    // the DNS re-addressing at -300).
+    EXPECT_THAT(*r, HasSubstr("type filter hook prerouting priority -400; policy accept;"));
+    for (const char* rule :
+         {"iifname \"vm0\" ether saddr != 52:54:00:12:34:56 drop",
+          "iifname \"vm0\" ether type != { ip, arp } drop", "iifname \"vm0\" ip saddr != 10.0.2.15 drop",
+          "iifname \"vm0\" arp saddr ether != 52:54:00:12:34:56 drop",
+          "iifname \"vm0\" arp saddr ip != 10.0.2.15 drop"})
+      EXPECT_THAT(*r, HasSubstr(rule));
+    // The namespace's own frames (the DNS filter's answers) go to the
+    // guest, never to slirp4netns.
+    EXPECT_THAT(*r, HasSubstr("type filter hook output priority filter; policy drop;\n"
+                              "    oifname \"vm0\" ether type arp accept\n"
+                              "    oifname \"vm0\" ip daddr 10.0.2.15 accept\n  }"));
+  }
+}
+
+TEST(NetDnsClient, OnlyTheSandboxsOwnAddressesAreAnswered) {
+  auto in = [](const char* a) {
+    in_addr x{};
+    inet_pton(AF_INET, a, &x);
+    return x;
+  };
+  EXPECT_TRUE(SandboxClient(in("10.0.2.15"), Mode::kBridge));
+  EXPECT_TRUE(SandboxClient(in("10.0.2.3"), Mode::kBridge)) << "the namespace itself";
+  for (const char* a : {"10.0.2.2", "10.0.2.100", "127.0.0.1", "1.2.3.4"})
+    EXPECT_FALSE(SandboxClient(in(a), Mode::kBridge)) << a;
+  for (const char* a : {"10.0.2.100", "10.0.2.3", "127.0.0.1", "127.1.2.3"})
+    EXPECT_TRUE(SandboxClient(in(a), Mode::kLocal)) << a;
+  for (const char* a : {"10.0.2.2", "10.0.2.15", "10.0.2.101", "1.2.3.4", "0.0.0.0"})
+    EXPECT_FALSE(SandboxClient(in(a), Mode::kLocal)) << a;
+}
+
 TEST(NetAllow, HostBitsAreClearedDomainsKeptAndJunkRefusedNamingTheKey) {
   auto a = ParseAllow({"10.1.2.3/8", "192.168.1.1", "100.64.0.0/9", "8.8.8.8/8", "::1"});
   ASSERT_TRUE(a.ok()) << a.error().ToString();

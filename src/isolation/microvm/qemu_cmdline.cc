@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "isolation/net/sandbox_net.h"
+
 namespace skiff::microvm {
 
 std::vector<std::string> MachineArgs(const QemuMachine& m) {
@@ -41,7 +43,7 @@ std::vector<std::string> QemuArgv(const QemuCommand& c) {
   for (auto& arg : MachineArgs(c.machine)) a.push_back(std::move(arg));
   if (c.tap_fd >= 0) {
     a.insert(a.end(), {"-netdev", "tap,id=net0,fd=" + std::to_string(c.tap_fd) + ",vhost=off", "-device",
-                       "virtio-net-device,netdev=net0"});
+                       std::string("virtio-net-device,netdev=net0,mac=") + net::kGuestMac});
   }
   if (c.qmp_fd >= 0) {
     a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + std::to_string(c.qmp_fd), "-mon",

@@ -513,6 +513,14 @@ struct DnsFilter::Impl {
     }
   }
 
+  bool FromSandbox(const sockaddr_storage& from) const {
+    if (!o.client) return true;
+    if (from.ss_family != AF_INET) return false;
+    sockaddr_in sin{};
+    std::memcpy(&sin, &from, sizeof sin);
+    return o.client(sin.sin_addr);
+  }
+
   void Udp() {
     uint8_t buf[kMaxMessage + 1];
     for (int i = 0; i < 64; ++i) {
@@ -521,17 +529,20 @@ struct DnsFilter::Impl {
       ssize_t n = ::recvfrom(o.udp.get(), buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC,
                              reinterpret_cast<sockaddr*>(&from), &len);
       if (n < 0) return;
-      if (static_cast<size_t>(n) > kMaxMessage) continue;
+      if (static_cast<size_t>(n) > kMaxMessage || !FromSandbox(from)) continue;
       Query(buf, static_cast<size_t>(n), false, &from, len, 0);
     }
   }
 
   void Accept() {
     for (int i = 0; i < 16 && conns.size() < kMaxConns; ++i) {
-      int fd = ::accept4(o.tcp.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage from{};
+      socklen_t len = sizeof from;
+      int fd = ::accept4(o.tcp.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
       Conn c;
       c.fd.reset(fd);
+      if (!FromSandbox(from)) continue;  // closed at once
       c.deadline = Clock::now() + kConnIdle;
       conns.emplace(next_conn++, std::move(c));
     }

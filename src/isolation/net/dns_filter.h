@@ -99,6 +99,9 @@ class DnsFilter {
     std::string nft_family;  // "inet" or "bridge": the table holding `dns4`
     DomainPolicy policy;
     std::function<bool(in_addr)> eligible;
+    // Whether a query's source may be answered (UDP and TCP); others get
+    // nothing. Empty: every source.
+    std::function<bool(in_addr)> client;
     sockaddr_storage upstream{};
     UniqueFd udp;  // bound to 10.0.2.3:53 inside the namespace
     UniqueFd tcp;  // listening on 10.0.2.3:53 inside the namespace

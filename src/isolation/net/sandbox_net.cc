@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "base/find_executable.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "isolation/net/bridge_port.h"
 
 extern char** environ;
 
@@ -205,6 +207,19 @@ std::mutex& NftMutex() {
   return mu;
 }
 
+bool SandboxClient(in_addr a, Mode mode) {
+  V4Net n{ntohl(a.s_addr), 32};
+  auto is = [&](const char* text) {
+    V4Net r;
+    return ParseV4(text, &r) && Inside(n, r);
+  };
+  // 10.0.2.3: the namespace's own address, from which only the host asks
+  // (skiff doctor, tests); an answer to it stays in the namespace.
+  if (is(kDns)) return true;
+  if (mode == Mode::kBridge) return is(kGuestAddress);
+  return is(kJailAddress) || is("127.0.0.0/8");
+}
+
 bool ResolvedAddressEligible(in_addr a, const std::vector<std::string>& host_addrs) {
   V4Net n{ntohl(a.s_addr), 32};
   auto in_any = [&](const auto& list) {
@@ -321,17 +336,42 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
         << "}\n";
   } else {
     out << "table bridge skiff {\n";
+    if (filtered) out << "  set dns4 { type ipv4_addr; flags dynamic, timeout; size 4096; }\n";
+    // The guest sends only from its own MAC and IPv4 address, IPv4 and
+    // well-formed ARP only. Dropped before the bridge sees the frame, so
+    // a forged source is never learned nor answered (the DNS filter's reply
+    // to a forged 10.0.2.2 would reach the host's loopback through
+    // slirp4netns).
+    const std::string guest = "    iifname \"" + std::string(kGuestTap) + "\" ";
+    out << "  chain guest {\n"
+        << "    type filter hook prerouting priority -400; policy accept;\n"
+        << guest << "ether saddr != " << kGuestMac << " drop\n"
+        << guest << "ether type != { ip, arp } drop\n"
+        << guest << "ip saddr != " << kGuestAddress << " drop\n"
+        << guest << "arp htype != 1 drop\n"
+        << guest << "arp ptype != ip drop\n"
+        << guest << "arp hlen != 6 drop\n"
+        << guest << "arp plen != 4 drop\n"
+        << guest << "arp saddr ether != " << kGuestMac << " drop\n"
+        << guest << "arp saddr ip != " << kGuestAddress << " drop\n"
+        << "  }\n";
     if (filtered) {
       // Guest DNS to the resolver address is delivered to br0 (which
       // carries 10.0.2.3 and the filter's sockets) instead of slirp4netns.
-      out << "  set dns4 { type ipv4_addr; flags dynamic, timeout; size 4096; }\n"
-          << "  chain dns {\n"
+      out << "  chain dns {\n"
           << "    type filter hook prerouting priority -300; policy accept;\n";
       for (const char* proto : {"udp", "tcp"})
         out << "    iifname \"" << kGuestTap << "\" ip daddr " << kDns << " " << proto
             << " dport 53 ether daddr set " << kBridgeMacText << " meta pkttype set host\n";
       out << "  }\n";
     }
+    // What the namespace's own stack sends (the DNS filter's answers, ARP)
+    // goes to the guest only, never to slirp4netns.
+    out << "  chain reply {\n"
+        << "    type filter hook output priority filter; policy drop;\n"
+        << "    oifname \"" << kGuestTap << "\" ether type arp accept\n"
+        << "    oifname \"" << kGuestTap << "\" ip daddr " << kGuestAddress << " accept\n"
+        << "  }\n";
     out << "  chain local {\n"
         << "    type filter hook input priority filter; policy drop;\n";
     if (filtered) {
@@ -462,6 +502,8 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
   SKIFF_ASSIGN_OR_RETURN(std::string rules, BuildRuleset(policy, mode, host_addrs));
   SKIFF_ASSIGN_OR_RETURN(AllowList allow, ParseAllow(policy.allow));
   const bool filtered = !allow.domains.empty();
+  const bool ports_empty =
+      std::none_of(policy.host_ports.begin(), policy.host_ports.end(), [](uint16_t p) { return p != 0; });
   DnsFilter::Options dns;
   if (filtered) {
     auto domains = DomainPolicy::Parse(allow.domains);
@@ -472,6 +514,7 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
     dns.upstream = *up;
     dns.nft_family = mode == Mode::kLocal ? "inet" : "bridge";
     dns.eligible = [host_addrs](in_addr a) { return ResolvedAddressEligible(a, host_addrs); };
+    dns.client = [mode](in_addr a) { return SandboxClient(a, mode); };
   }
   std::unique_ptr<SandboxNet> sn(new SandboxNet());
 
@@ -499,6 +542,9 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
       if (::ioctl(sock.get(), SIOCBRADDBR, br) < 0)
         return Error::Sys(Code::kS300, "ioctl(SIOCBRADDBR)", kBridge, errno);
       SKIFF_RETURN_IF_ERROR(AddToBridge(sock.get(), kGuestTap));
+      std::array<uint8_t, 6> guest_mac{};
+      if (!ParseMac(kGuestMac, &guest_mac)) return Error(Code::kS300, "bad guest MAC");
+      SKIFF_RETURN_IF_ERROR(PinPortAddress(kGuestTap, guest_mac));
       SKIFF_RETURN_IF_ERROR(SetUp(sock.get(), kGuestTap));
       if (filtered) {
         ifreq ifr{};
@@ -534,6 +580,9 @@ Result<std::unique_ptr<SandboxNet>> SandboxNet::Create(const NetPolicy& policy, 
   std::string slirp = Slirp4netnsBinary();
   std::vector<std::string> args = {slirp};
   if (mode == Mode::kLocal) args.insert(args.end(), {"--configure", "--mtu=65520"});
+  // The gateway maps to the host's loopback only for network.host_ports;
+  // without them slirp4netns refuses 10.0.2.2 itself, whatever reaches it.
+  if (ports_empty) args.emplace_back("--disable-host-loopback");
   args.insert(args.end(), {"--enable-sandbox", "--enable-seccomp", "--exit-fd=3", "--ready-fd=4",
                            "--netns-type=path", "/proc/self/fd/5", kSlirpTap});
   std::vector<char*> argv;

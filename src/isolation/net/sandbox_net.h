@@ -49,6 +49,10 @@ inline constexpr const char* kDns = "10.0.2.3";
 inline constexpr const char* kSubnet = "10.0.2.0/24";
 inline constexpr const char* kJailAddress = "10.0.2.100";
 inline constexpr const char* kGuestAddress = "10.0.2.15";
+// The microVM guest's NIC address (QEMU's `virtio-net-device,mac=`): the
+// only source MAC the bridge accepts from the guest, and its one static
+// forwarding entry (the guest's port learns nothing).
+inline constexpr const char* kGuestMac = "52:54:00:12:34:56";
 
 enum class Mode { kLocal, kBridge };
 
@@ -76,6 +80,12 @@ Result<std::string> BuildRuleset(const NetPolicy& policy, Mode mode,
 // Whether a resolved IPv4 address may enter the `dns4` set: public unicast
 // (none of the denied or private ranges of docs/security.md#networking-network-true) and not a host address.
 bool ResolvedAddressEligible(in_addr a, const std::vector<std::string>& host_addrs);
+
+// Whether the DNS filter answers a query from `a`: an address of the
+// sandbox itself (microVM: the guest's; jail: its own, its loopback) or
+// the namespace's own 10.0.2.3. A forged source gets no answer, so the
+// filter's replies go only to the sandbox.
+bool SandboxClient(in_addr a, Mode mode);
 
 // The addresses currently assigned to the host's interfaces.
 std::vector<std::string> HostAddresses();
