@@ -42,13 +42,13 @@ class EngineSession : public WsBase<Protocol> {
     this->ws_.async_read(this->in_, [self](beast::error_code ec, size_t) {
       if (ec) {
         if (ec == websocket::error::message_too_big) {
-          SKIFF_LOG(Warn) << "ws: frame over 32 MiB; closing with 1009";
+          SKIFF_LOG_LIMITED(Warn) << "ws: frame over 32 MiB; closing with 1009";
         } else if (ec != websocket::error::closed) {
           SKIFF_LOG(Debug) << "ws: read ended: " << ec.message();
         }
         if (self->in_flight_ > 0) {
-          SKIFF_LOG(Warn) << "ws: connection gone with " << self->in_flight_
-                          << " invocation(s) in flight; they run to the end, results dropped";
+          SKIFF_LOG_LIMITED(Warn) << "ws: connection gone with " << self->in_flight_
+                                  << " invocation(s) in flight; they run to the end, results dropped";
         }
         self->read_ended_ = true;
         self->channels_->Release();
@@ -80,7 +80,8 @@ class EngineSession : public WsBase<Protocol> {
     if (iii::IsTelemetryFrame(msg, binary)) return;
     auto parsed = ParsePayload(msg);
     if (!parsed.ok() || !parsed->is_object()) {
-      SKIFF_LOG(Warn) << "ws: ignoring a frame that is not a JSON object (" << msg.size() << " bytes)";
+      SKIFF_LOG_LIMITED(Warn) << "ws: ignoring a frame that is not a JSON object (" << msg.size()
+                              << " bytes)";
       return;
     }
     json& m = *parsed;
@@ -96,14 +97,14 @@ class EngineSession : public WsBase<Protocol> {
                type == "invocationresult" || type == "pong") {
       // Accepted and ignored (docs/architecture.md#transports-and-their-limits).
     } else {
-      SKIFF_LOG(Warn) << "ws: ignoring a frame of unknown type '" << type.substr(0, 64) << "'";
+      SKIFF_LOG_LIMITED(Warn) << "ws: ignoring a frame of unknown type '" << type.substr(0, 64) << "'";
     }
   }
 
   void Invokefunction(json& m) {
     auto req = iii::DecodeInvoke(m);
     if (!req) {
-      SKIFF_LOG(Warn) << "ws: invokefunction without a string function_id; ignored";
+      SKIFF_LOG_LIMITED(Warn) << "ws: invokefunction without a string function_id; ignored";
       return;
     }
     bool reply = req->wants_reply();
@@ -132,6 +133,7 @@ class EngineSession : public WsBase<Protocol> {
       }
       std::string out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
                                               [&](const Error& e) { return self->srv_.ErrorBody(e); });
+      Server::Impl::ReturnFreedMemory(out.size());
       net::post(self->ws_.get_executor(),
                 [self, d = std::move(out)]() mutable { self->Finished(std::move(d)); });
     });

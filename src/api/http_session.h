@@ -29,7 +29,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   using Stream = beast::basic_stream<Protocol>;
 
  public:
-  HttpSession(Server::Impl& srv, typename Protocol::socket&& sock) : srv_(srv), stream_(std::move(sock)) {}
+  HttpSession(Server::Impl& srv, typename Protocol::socket&& sock, ConnectionSlot slot)
+      : srv_(srv), stream_(std::move(sock)), slot_(std::move(slot)) {}
 
   void Start() { ReadHeader(); }
 
@@ -135,12 +136,29 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   void SendError(http::status st, const Error& e) { SendJson(st, srv_.ErrorBody(e)); }
   void SendError(const Error& e) { SendJsonStatus(HttpStatus(e.code()), srv_.ErrorBody(e)); }
 
-  void Write(const std::shared_ptr<http::response<http::string_body>>& res) {
+  using Response = http::response<http::string_body>;
+  using Serializer = http::response_serializer<http::string_body>;
+
+  void Write(const std::shared_ptr<Response>& res) {
     res->keep_alive(keep_alive_);
     res->prepare_payload();
+    WriteSome(res, std::make_shared<Serializer>(*res));
+  }
+  // The response goes out write by write, each within kWriteStall: a client
+  // that stops reading loses the connection, and the response is freed.
+  void WriteSome(std::shared_ptr<Response> res, std::shared_ptr<Serializer> sr) {
+    stream_.expires_after(kWriteStall);
     auto self = this->shared_from_this();
-    http::async_write(stream_, *res, [self, res](beast::error_code ec, size_t) {
-      if (ec || !self->keep_alive_) return self->Close();
+    http::async_write_some(stream_, *sr, [self, res, sr](beast::error_code ec, size_t) {
+      if (ec) {
+        if (ec == beast::error::timeout) SKIFF_LOG_LIMITED(Info) << "http: client stopped reading; closed";
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      if (!sr->is_done()) return self->WriteSome(res, sr);
+      self->stream_.expires_never();
+      if (!self->keep_alive_) return self->Close();
       self->ReadHeader();
     });
   }
@@ -178,28 +196,35 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     });
   }
 
-  void Invocation2Response(Invocation inv) {
+  // Any thread: touches no session state.
+  std::shared_ptr<Response> Invocation2Response(const Invocation& inv) {
     int st = inv.http_status();
-    if (inv.result) return SendJsonStatus(200, *inv.result);
-    if (inv.error) return SendJsonStatus(st, srv_.ErrorBody(*inv.error));
-    if (inv.engine_error) return SendJsonStatus(st, inv.engine_error->ToJson());
-    SendJsonStatus(200, nullptr);
+    auto status = static_cast<http::status>(st);
+    if (inv.result) return MakeJson(http::status::ok, *inv.result);
+    if (inv.error) return MakeJson(status, srv_.ErrorBody(*inv.error));
+    if (inv.engine_error) return MakeJson(status, inv.engine_error->ToJson());
+    return MakeJson(http::status::ok, nullptr);
   }
 
-  // Runs a call on the pool and answers on the event loop.
+  // Runs a call on the pool, encodes its answer there (the result's JSON is
+  // freed before the answer is queued) and writes it on the event loop.
   void CallAsync(std::string id, json payload) {
     auto self = this->shared_from_this();
     auto target = CallTargetOf(id, payload);
     Status queued = srv_.Dispatch(target, [self, id, payload = std::move(payload)]() {
-      Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker);
-      net::post(self->stream_.get_executor(),
-                [self, inv = std::move(inv)]() mutable { self->Invocation2Response(std::move(inv)); });
+      std::shared_ptr<Response> res;
+      {
+        Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker);
+        res = self->Invocation2Response(inv);
+      }
+      Server::Impl::ReturnFreedMemory(res->body().size());
+      net::post(self->stream_.get_executor(), [self, res]() { self->Write(res); });
     });
     if (!queued.ok()) {
       srv_.metrics.FunctionCall(id, std::string(CodeName(queued.error().code())));
       Invocation inv;
       inv.error = std::move(queued).error();
-      Invocation2Response(std::move(inv));
+      Write(Invocation2Response(inv));
     }
   }
 
@@ -364,7 +389,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         if (!dl_.header_sent) {  // no meta: should not happen; answer cleanly
           return SendError(Error(Code::kS216, "fs i/o error: no file metadata"));
         }
+        stream_.expires_after(kWriteStall);
         net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
+          self->stream_.expires_never();
           self->dl_.ch.reset();
           if (ec || !self->keep_alive_) return self->Close();
           self->ReadHeader();
@@ -385,7 +412,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       dl_.res->keep_alive(keep_alive_);
       dl_.res->chunked(true);
       dl_.sr.emplace(*dl_.res);
+      stream_.expires_after(kWriteStall);
       http::async_write_header(stream_, *dl_.sr, [self](beast::error_code ec, size_t) {
+        self->stream_.expires_never();
         if (ec) {
           self->dl_.ch->ReaderGone();
           return self->Close();
@@ -396,8 +425,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       return;
     }
     auto data = std::make_shared<std::string>(std::move(f.data));
+    // A reader that stalls for kWriteStall loses the download (and frees the
+    // pool thread that feeds it).
+    stream_.expires_after(kWriteStall);
     net::async_write(stream_, http::make_chunk(net::buffer(*data)),
                      [self, data](beast::error_code ec, size_t) {
+                       self->stream_.expires_never();
                        if (ec) {
                          self->dl_.ch->ReaderGone();
                          beast::error_code ignored;
@@ -567,10 +600,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
             {{"code", "not_found"}, {"message", "worker mode: the engine protocol is served by the engine"}});
       }
       auto s = std::make_shared<EngineSession<Protocol>>(srv_, std::move(stream_));
+      s->Hold(std::move(slot_));
       return s->Accept(std::move(req));
     }
     if (rm.route == Route::kOtel) {
       auto s = std::make_shared<DiscardSession<Protocol>>(srv_, std::move(stream_));
+      s->Hold(std::move(slot_));
       return s->Accept(std::move(req));
     }
     auto key = query_.count("key") ? query_["key"] : "";
@@ -588,6 +623,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     }
     auto s =
         std::make_shared<ChannelSession<Protocol>>(srv_, std::move(stream_), att.channel, dir == "write");
+    s->Hold(std::move(slot_));
     s->Accept(std::move(req));
   }
 
@@ -603,6 +639,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   FileUpload up_;
   bool no_drain_ = false;
   bool close_after_read_ = false;
+  ConnectionSlot slot_;
 };
 
 }  // namespace skiff::api

@@ -1,6 +1,7 @@
 #include "api/http_util.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace skiff::api {
 namespace {
@@ -163,6 +164,29 @@ Result<nlohmann::json> ParsePayload(std::string_view body) {
 
 std::string Dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+// An output adapter that only counts what the serializer writes.
+class CountingOutput : public nlohmann::detail::output_adapter_protocol<char> {
+ public:
+  explicit CountingOutput(size_t* n) : n_(n) {}
+  void write_character(char /*c*/) override { ++*n_; }
+  void write_characters(const char* /*s*/, std::size_t length) override { *n_ += length; }
+
+ private:
+  size_t* n_;
+};
+
+}  // namespace
+
+size_t DumpedSize(const nlohmann::json& j) {
+  size_t n = 0;
+  nlohmann::detail::serializer<nlohmann::json> s(std::make_shared<CountingOutput>(&n), ' ',
+                                                 nlohmann::json::error_handler_t::replace);
+  s.dump(j, false, false, 0);
+  return n;
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

@@ -59,6 +59,8 @@ Result<nlohmann::json> ParsePayload(std::string_view body);
 
 // Compact JSON that never throws on invalid UTF-8 (replaced with U+FFFD).
 std::string Dump(const nlohmann::json& j);
+// The size of Dump(j), counted without building the string.
+size_t DumpedSize(const nlohmann::json& j);
 
 // Compares in time independent of where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

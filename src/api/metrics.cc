@@ -119,6 +119,12 @@ std::string Metrics::Render(const std::string& extra) const {
   out += "# HELP skiff_ws_connections Open WebSocket connections.\n";
   out += "# TYPE skiff_ws_connections gauge\n";
   out += "skiff_ws_connections " + std::to_string(ws_connections.load()) + "\n";
+  out += "# HELP skiff_api_connections Open API connections (HTTP and WebSocket, TCP and unix socket).\n";
+  out += "# TYPE skiff_api_connections gauge\n";
+  out += "skiff_api_connections " + std::to_string(connections.load()) + "\n";
+  out += "# HELP skiff_api_connections_refused_total Connections refused over max_connections.\n";
+  out += "# TYPE skiff_api_connections_refused_total counter\n";
+  out += "skiff_api_connections_refused_total " + std::to_string(connections_refused.load()) + "\n";
   out += extra;
   return out;
 }

@@ -35,6 +35,8 @@ class Metrics {
   void CreateSeconds(bool pooled, double seconds);
   void Exec(double seconds);
   std::atomic<int64_t> ws_connections{0};
+  std::atomic<size_t> connections{0};            // open API connections (ConnectionSlot)
+  std::atomic<uint64_t> connections_refused{0};  // over max_connections
 
   // Renders the transport's series; `extra` is appended (manager gauges).
   std::string Render(const std::string& extra) const;

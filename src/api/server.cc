@@ -1,6 +1,8 @@
 #include "api/server.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "api/server_impl.h"
 #include "api/worker.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 
 #ifndef SKIFF_VERSION
 #define SKIFF_VERSION "0.0.0"
@@ -31,18 +34,98 @@ using json = nlohmann::json;
 
 std::string Version() { return SKIFF_VERSION; }
 
-template <class Acceptor, class Protocol>
-void AcceptLoop(Server::Impl& srv, Acceptor& acc) {
-  acc.async_accept([&srv, &acc](beast::error_code ec, typename Protocol::socket sock) {
-    if (ec) {
-      if (ec == net::error::operation_aborted || srv.stopping) return;
-      SKIFF_LOG(Warn) << "accept: " << ec.message();
-    } else {
-      std::make_shared<HttpSession<Protocol>>(srv, std::move(sock))->Start();
+namespace {
+
+// The reserve descriptor: one fd held open so that, when accept() fails with
+// EMFILE, closing it makes room to accept the pending connection and close it.
+UniqueFd OpenReserve() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+// Out of descriptors: accept pending connections one at a time on the room the
+// reserve makes, answer each the busy response and close it, so clients are
+// told at once instead of waiting in the backlog while the daemon spins.
+void ShedPending(Server::Impl& srv, int listen_fd) {
+  for (int i = 0; i < kShedPerBackoff; ++i) {
+    srv.reserve_fd.reset();
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      (void)!::send(fd, srv.busy_response.data(), srv.busy_response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::close(fd);
     }
-    if (!srv.stopping) AcceptLoop<Acceptor, Protocol>(srv, acc);
+    srv.reserve_fd = OpenReserve();
+    if (fd < 0 || !srv.reserve_fd) return;
+  }
+}
+
+// Over max_connections: the busy response (if the socket takes it at once),
+// then close. Nothing is kept for the connection.
+template <class Socket>
+void Refuse(Server::Impl& srv, Socket& sock) {
+  (void)!::send(sock.native_handle(), srv.busy_response.data(), srv.busy_response.size(),
+                MSG_DONTWAIT | MSG_NOSIGNAL);
+  beast::error_code ec;
+  sock.shutdown(Socket::shutdown_both, ec);
+  sock.close(ec);
+}
+
+template <class Protocol>
+void AcceptLoop(Server::Impl& srv, typename Protocol::acceptor& acc, net::steady_timer& backoff) {
+  acc.async_accept([&srv, &acc, &backoff](beast::error_code ec, typename Protocol::socket sock) {
+    if (ec == net::error::operation_aborted || srv.stopping) return;
+    if (ec) {
+      // The listening socket stays readable: accepting again at once would
+      // spin. Shed what waits (out of descriptors), then back off.
+      SKIFF_LOG_LIMITED(Warn) << "accept: " << ec.message() << "; pausing accepts for "
+                              << kAcceptBackoff.count() << " ms";
+      if (ec == net::error::no_descriptors || ec.value() == ENFILE) ShedPending(srv, acc.native_handle());
+      backoff.expires_after(kAcceptBackoff);
+      backoff.async_wait([&srv, &acc, &backoff](beast::error_code wec) {
+        if (!wec && !srv.stopping) AcceptLoop<Protocol>(srv, acc, backoff);
+      });
+      return;
+    }
+    if (srv.metrics.connections.load() >= srv.config.max_connections) {
+      SKIFF_LOG_LIMITED(Warn) << "max_connections (" << srv.config.max_connections
+                              << ") reached: refusing a connection with 503";
+      ++srv.metrics.connections_refused;
+      Refuse(srv, sock);
+    } else {
+      srv.metrics.connections.fetch_add(1);
+      ConnectionSlot slot(&srv.metrics.connections);
+      std::make_shared<HttpSession<Protocol>>(srv, std::move(sock), std::move(slot))->Start();
+    }
+    AcceptLoop<Protocol>(srv, acc, backoff);
   });
 }
+
+// The raw HTTP answer of a connection over the cap: 503 with an S400 body.
+std::string BusyResponse(Server::Impl& srv) {
+  std::string body = Dump(srv.ErrorBody(
+      Error(Code::kS400, "resource limit exceeded: skiffd cannot take another connection (max_connections " +
+                             std::to_string(srv.config.max_connections) +
+                             " reached, or out of descriptors); close idle connections or retry later")));
+  return "HTTP/1.1 503 Service Unavailable\r\nServer: skiffd/" + Version() +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
+
+// Raise the soft descriptor limit to the hard one: every connection, sandbox
+// and agent channel costs descriptors, and max_connections should fit.
+void RaiseNofile(const Config& config) {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  if (nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+    (void)::getrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  if (nofile.rlim_cur != RLIM_INFINITY && config.max_connections > nofile.rlim_cur / 2) {
+    SKIFF_LOG(Warn) << "max_connections (" << config.max_connections << ") is over half of RLIMIT_NOFILE ("
+                    << nofile.rlim_cur
+                    << "): descriptors may run out before the cap; accepts then back off and shed";
+  }
+}
+
+}  // namespace
 
 // ============================================================ Server
 
@@ -72,6 +155,9 @@ Server::~Server() {
 
 Status Server::Listen() {
   auto& s = *impl_;
+  RaiseNofile(s.config);
+  s.busy_response = BusyResponse(s);
+  s.reserve_fd = OpenReserve();
   beast::error_code ec;
   std::string addr = s.config.listen_address == "localhost" ? "127.0.0.1" : s.config.listen_address;
   auto ip = net::ip::make_address(addr, ec);
@@ -118,8 +204,8 @@ uint16_t Server::port() const {
 
 void Server::Run() {
   auto& s = *impl_;
-  if (s.tcp_acceptor) AcceptLoop<tcp::acceptor, tcp>(s, *s.tcp_acceptor);
-  if (s.unix_acceptor) AcceptLoop<unix_sock::acceptor, unix_sock>(s, *s.unix_acceptor);
+  if (s.tcp_acceptor) AcceptLoop<tcp>(s, *s.tcp_acceptor, s.tcp_backoff);
+  if (s.unix_acceptor) AcceptLoop<unix_sock>(s, *s.unix_acceptor, s.unix_backoff);
   s.ScheduleSweep();
   if (s.config.engine_url) {
     WorkerHooks hooks;
@@ -164,6 +250,8 @@ void Server::StopAccepting() {
     if (s.tcp_acceptor) s.tcp_acceptor->close(ec);
     if (s.unix_acceptor) s.unix_acceptor->close(ec);
     s.sweep_timer.cancel();
+    s.tcp_backoff.cancel();
+    s.unix_backoff.cancel();
   });
 }
 

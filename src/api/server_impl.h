@@ -3,6 +3,8 @@
 // to api/; the sessions hold a reference to it.
 #pragma once
 
+#include <malloc.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "api/call_lane.h"
 #include "api/channels.h"
@@ -25,6 +28,8 @@
 #include "base/lanes.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "base/unique_fd.h"
+#include "functions/decode.h"
 #include "functions/errors.h"
 #include "functions/registry.h"
 
@@ -37,8 +42,24 @@ using json = nlohmann::json;
 using tcp = net::ip::tcp;
 using unix_sock = net::local::stream_protocol;
 
+// A request's header, and the silence between two keep-alive requests.
 inline constexpr auto kHeaderDeadline = std::chrono::seconds(10);
 inline constexpr auto kPutStall = std::chrono::seconds(30);
+// A response write that makes no progress for this long ends the connection
+// and frees the response: a client that never reads holds nothing for longer.
+inline constexpr auto kWriteStall = std::chrono::seconds(30);
+// After an accept error (EMFILE, ENFILE, ENOBUFS, ...) the acceptor waits this
+// long before accepting again, instead of spinning on a listening socket that
+// stays readable.
+inline constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// The pending connections one accept error sheds (accepted on the reserve
+// descriptor and closed at once) before the back-off.
+inline constexpr int kShedPerBackoff = 64;
+// The encoded size of one function result (HTTP body or engine reply); a
+// larger one is answered S400 instead (docs/api.md#limits-and-defaults).
+using fn::kMaxResultBytes;
+// An answer at least this large is followed by malloc_trim (ReturnFreedMemory).
+inline constexpr size_t kTrimAfterBytes = 1u << 20;
 inline constexpr size_t kPoolThreads = 128;
 // Sandbox lanes (docs/architecture.md#concurrency): threads that may run one sandbox's calls
 // at once, and all lanes' threads together.
@@ -48,6 +69,33 @@ inline constexpr size_t kMaxWsOutBytes = 256u << 20;  // a client that never rea
 // Invocations one engine connection may have running; beyond it the socket is
 // not read until some finish, so a flood cannot queue unbounded work.
 inline constexpr size_t kMaxWsInFlight = 1024;
+
+// One open API connection, counted against config.max_connections; the count
+// drops when the slot dies with its session (or moves on with the stream to a
+// WebSocket session). Sessions may die on any thread.
+class ConnectionSlot {
+ public:
+  ConnectionSlot() = default;
+  explicit ConnectionSlot(std::atomic<size_t>* count) : count_(count) {}
+  ConnectionSlot(ConnectionSlot&& o) noexcept : count_(std::exchange(o.count_, nullptr)) {}
+  ConnectionSlot& operator=(ConnectionSlot&& o) noexcept {
+    if (this != &o) {
+      Release();
+      count_ = std::exchange(o.count_, nullptr);
+    }
+    return *this;
+  }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+  ~ConnectionSlot() { Release(); }
+
+ private:
+  void Release() {
+    if (count_) count_->fetch_sub(1);
+    count_ = nullptr;
+  }
+  std::atomic<size_t>* count_ = nullptr;
+};
 
 inline std::string ResultLabel(const Invocation& inv) {
   if (inv.result) return "ok";
@@ -65,7 +113,9 @@ struct Server::Impl {
         pool(kPoolThreads),
         lanes("sandbox calls", LaneLimits(config)),
         broker([this](std::function<void()> f) { Blocking(std::move(f)); }),
-        sweep_timer(ioc) {}
+        sweep_timer(ioc),
+        tcp_backoff(ioc),
+        unix_backoff(ioc) {}
 
   SandboxService& manager;  // function calls (CallContext) and the server's own setup
   SandboxAccess sandboxes;  // files, /metrics, /healthz
@@ -78,7 +128,10 @@ struct Server::Impl {
   std::optional<tcp::acceptor> tcp_acceptor;
   std::optional<unix_sock::acceptor> unix_acceptor;
   net::steady_timer sweep_timer;
-  std::optional<std::string> accel;  // "kvm" | "tcg" | nullopt
+  net::steady_timer tcp_backoff, unix_backoff;  // accept back-off (kAcceptBackoff)
+  UniqueFd reserve_fd;                          // spent on EMFILE to shed a pending connection
+  std::string busy_response;                    // the 503 S400 a connection over the cap gets
+  std::optional<std::string> accel;             // "kvm" | "tcg" | nullopt
   std::atomic<bool> stopping{false};
   std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
   std::function<void()> on_rejected;   // worker registration rejected
@@ -140,8 +193,16 @@ struct Server::Impl {
       inv = Invoke(id, payload, ctx);
     } catch (const std::exception& e) {
       // A handler bug must not take the daemon down; report S300.
-      SKIFF_LOG(Error) << "function " << id << " threw: " << e.what();
+      SKIFF_LOG_LIMITED(Error) << "function " << id << " threw: " << e.what();
       inv.error = Platform("sandbox", std::string("internal error: ") + e.what());
+    }
+    if (inv.result) {
+      // A result's cost is bounded here, whatever the transport and whether or
+      // not the client reads: one larger than a response may be is not sent.
+      if (size_t n = DumpedSize(*inv.result); n > kMaxResultBytes) {
+        inv.result.reset();
+        inv.error = ResultTooLarge(id, n);
+      }
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string label = ResultLabel(inv);
@@ -157,6 +218,21 @@ struct Server::Impl {
       metrics.Exec(secs);
     }
     return inv;
+  }
+
+  static Error ResultTooLarge(const std::string& id, size_t bytes) {
+    return Error(Code::kS400, "resource limit exceeded: the result of " + id + " would be " +
+                                  std::to_string(bytes) + " bytes, over the " +
+                                  std::to_string(kMaxResultBytes >> 20) +
+                                  " MiB a response may carry; ask for less (a narrower path or pattern, "
+                                  "max_matches, max_line_bytes)");
+  }
+
+  // After a large answer was built and freed on a pool thread: hand the pages
+  // its allocations left behind in that thread's arena back to the kernel, so
+  // the daemon's RSS falls back instead of keeping its high-water mark.
+  static void ReturnFreedMemory(size_t answer_bytes) {
+    if (answer_bytes >= kTrimAfterBytes) ::malloc_trim(0);
   }
 
   json ErrorBody(const Error& e) { return ErrorToWire(e, config.docs_base); }

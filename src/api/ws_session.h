@@ -47,12 +47,16 @@ class WsBase : public std::enable_shared_from_this<WsBase<Protocol>> {
     });
   }
 
+  // The connection's place under max_connections, handed over by the HTTP
+  // session that upgraded.
+  void Hold(ConnectionSlot slot) { slot_ = std::move(slot); }
+
   // Queue a frame (event-loop thread only).
   void Send(std::string data, bool binary = false) {
     if (closed_) return;
     out_bytes_ += data.size();
     if (out_bytes_ > kMaxWsOutBytes) {
-      SKIFF_LOG(Warn) << "ws: client is not reading; closing the connection";
+      SKIFF_LOG_LIMITED(Warn) << "ws: client is not reading; closing the connection";
       Close(websocket::close_code::policy_error);
       return;
     }
@@ -106,6 +110,7 @@ class WsBase : public std::enable_shared_from_this<WsBase<Protocol>> {
   size_t out_bytes_ = 0;
   bool writing_ = false;
   bool closed_ = false;
+  ConnectionSlot slot_;
 };
 
 }  // namespace skiff::api

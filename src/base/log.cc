@@ -25,6 +25,22 @@ Level Threshold() {
 
 bool Enabled(Level l) { return l >= Threshold(); }
 
+bool RateLimit::Allow(Clock::time_point now, uint64_t* suppressed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_window_ == 0 || now - window_start_ >= interval_) {
+    window_start_ = now;
+    in_window_ = 0;
+  }
+  if (in_window_ >= burst_) {
+    ++suppressed_;
+    return false;
+  }
+  ++in_window_;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
 void Write(Level l, std::string_view msg) {
   static constexpr const char* kTag[] = {"debug", "info", "warn", "error"};
   timespec ts{};

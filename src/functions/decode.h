@@ -30,6 +30,11 @@ inline constexpr uint32_t kMinMemoryMb = 64;
 inline constexpr uint64_t kMax32 = 4294967295ULL;
 inline constexpr uint64_t kGrepDefaultMaxMatches = 10000;
 inline constexpr uint64_t kGrepDefaultMaxLineBytes = 4096;
+// The most matches one grep returns: max_matches 0 ("no limit") or above
+// means this many, so a result's size in the daemon is bounded.
+inline constexpr uint64_t kGrepMaxMatches = 100000;
+// The encoded size of one function result; a larger one is answered S400.
+inline constexpr size_t kMaxResultBytes = size_t{32} << 20;
 inline constexpr uint64_t kReadInlineLimit = 1048576;  // body only when size < this
 inline constexpr size_t kChannelChunk = 65536;
 inline constexpr uint32_t kChannelBufferDefault = 64;

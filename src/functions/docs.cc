@@ -391,6 +391,9 @@ std::string RenderApiDoc() {
   o << "| `memory_mb` minimum | " << fn::kMinMemoryMb << " |\n";
   o << "| grep `max_matches` default | " << fn::kGrepDefaultMaxMatches << " |\n";
   o << "| grep `max_line_bytes` default | " << fn::kGrepDefaultMaxLineBytes << " |\n";
+  o << "| grep matches at most (`max_matches` 0 or above) | " << fn::kGrepMaxMatches << " |\n";
+  o << "| encoded size of one function result | " << fn::kMaxResultBytes
+    << " bytes (32 MiB); a larger result is S400 |\n";
   o << "| fs::read inline `body` | size < " << fn::kReadInlineLimit << " bytes and valid UTF-8 |\n";
   o << "| fs::read channel frame size | " << fn::kChannelChunk << " bytes |\n";
   o << "| channel `buffer_size` | default " << fn::kChannelBufferDefault << ", clamped to "

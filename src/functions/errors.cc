@@ -80,7 +80,8 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
      "transport failure during exec; other spawn failures",
      "platform failure; resending the same call is unlikely to help; check the skiffd log"},
     {Code::kS400, "config", 429, false,
-     "max_concurrent_sandboxes reached; per-image max_cpus/max_memory_mb exceeded",
+     "max_concurrent_sandboxes reached; per-image max_cpus/max_memory_mb exceeded; a function result "
+     "over 32 MiB encoded; max_connections open connections (the connection is answered 503 and closed)",
      "a configured limit was hit: stop sandboxes you no longer need, lower cpus/memory_mb, or ask "
      "the operator to raise the limit"},
 }};

@@ -225,7 +225,9 @@ Result<json> HandleGrep(const json& payload, CallContext& ctx) {
   req.ignore_case = ignore_case;
   req.include_glob = include;
   req.exclude_glob = exclude;
-  req.max_matches = Saturate(max_matches.value_or(fn::kGrepDefaultMaxMatches));
+  uint64_t matches = max_matches.value_or(fn::kGrepDefaultMaxMatches);
+  if (matches == 0 || matches > fn::kGrepMaxMatches) matches = fn::kGrepMaxMatches;
+  req.max_matches = Saturate(matches);
   req.max_line_bytes = Saturate(max_line.value_or(fn::kGrepDefaultMaxLineBytes));
   return ctx.manager.Fs(id, req);
 }

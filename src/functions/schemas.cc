@@ -562,7 +562,7 @@ FunctionSchemas Build(std::string_view id) {
                 {"ignore_case", BoolD("Case-insensitive matching", false)},
                 {"include_glob", StrArrD("Files must match at least one (when non-empty)")},
                 {"exclude_glob", StrArrD("Files matching any are skipped")},
-                {"max_matches", UIntD("Stop after this many matches; 0 = unlimited", kGrepDefaultMaxMatches)},
+                {"max_matches", UIntD("Stop after this many matches; 0 = 100000", kGrepDefaultMaxMatches)},
                 {"max_line_bytes",
                  UIntD("Longer matching lines are cut; 0 = no cut", kGrepDefaultMaxLineBytes)}},
                {"sandbox_id", "path", "pattern"}),
@@ -575,7 +575,8 @@ FunctionSchemas Build(std::string_view id) {
                       Object("Matches in walk order",
                              {{"matches", ArrOf("grep_match", "One object per matching line")},
                               {"truncated", Bool("true if the search stopped early: at max_matches, at a 64 "
-                                                 "MiB answer, or after reading 1 GiB in this call")}},
+                                                 "MiB answer, or after reading 1 GiB or running 10 s in "
+                                                 "this call")}},
                              {"matches", "truncated"}),
                       json::array({{{"matches",
                                      {{{"path", "/project/src/app.py"},

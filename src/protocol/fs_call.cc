@@ -52,11 +52,12 @@ std::string_view OpName(const FsCall& call) {
   return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kOp; }, call);
 }
 
-Result<nlohmann::json> CheckAnswer(const FsCall& call, const nlohmann::json& result) {
+Result<nlohmann::json> CheckAnswer(const FsCall& call, nlohmann::json result) {
   return std::visit(
       [&](const auto& r) -> Result<nlohmann::json> {
         using Answer = typename AnswerOf<std::decay_t<decltype(r)>>::type;
         auto a = Answer::FromJson(result);
+        result = nullptr;
         if (!a.ok())
           return std::move(a).error().With("reading the agent's " + std::string(OpName(call)) + " result");
         return a->ToJson();

@@ -24,7 +24,8 @@ std::string_view OpName(const FsCall& call);
 // The agent's RESULT for `call`, read by the op's answer type (fs.ls:
 // FsLsResult, fs.stat: FsEntry, fs.mkdir: FsMkdirResult, ...) and written
 // back: the caller gets exactly the fields the op answers with. A RESULT
-// that does not read is S300 naming the op.
-Result<nlohmann::json> CheckAnswer(const FsCall& call, const nlohmann::json& result);
+// that does not read is S300 naming the op. `result` is freed once read, so
+// a large answer is never held in two parsed forms at once.
+Result<nlohmann::json> CheckAnswer(const FsCall& call, nlohmann::json result);
 
 }  // namespace skiff::proto

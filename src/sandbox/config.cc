@@ -360,6 +360,9 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       c.listen_port = static_cast<uint16_t>(n);
     } else if (key == "unix_socket") {
       SKIFF_ASSIGN_OR_RETURN(c.unix_socket, GetOptString(v, key));
+    } else if (key == "max_connections") {
+      SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 1, 1u << 20));
+      c.max_connections = static_cast<uint32_t>(n);
     } else if (key == "isolation") {
       SKIFF_ASSIGN_OR_RETURN(c.isolation, GetString(v, key));
       if (c.isolation != "auto" && c.isolation != "microvm" && c.isolation != "jail") {

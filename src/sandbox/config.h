@@ -46,6 +46,9 @@ struct Config {
   std::optional<std::string> auth_token;
   uint16_t listen_port = 49134;
   std::optional<std::string> unix_socket;
+  // Open API connections (TCP and unix socket together); one beyond it is
+  // answered 503 S400 and closed at once.
+  uint32_t max_connections = 1024;
   std::string isolation = "auto";  // auto | microvm | jail
   std::map<std::string, uint32_t> pool;
   NetworkConfig network;

@@ -1,6 +1,7 @@
 #include "sandbox/fs_client.h"
 
 #include <optional>
+#include <utility>
 
 #include "base/json_limits.h"
 #include "base/text.h"
@@ -19,19 +20,33 @@ using Clock = std::chrono::steady_clock;
 // passes first.
 std::optional<Result<nlohmann::json>> FinishFs(proto::Stream& s, const std::string& sandbox_id,
                                                Clock::time_point deadline) {
-  // A result too large for one frame arrives as DATA on kStdout first.
+  // A result too large for one frame arrives as DATA on kStdout first. One
+  // over kMaxSpill is read to its end but not kept: no answer the API may
+  // send is that large (32 MiB), and its parsed form would cost several times
+  // its size in the daemon.
   std::string spill;
-  constexpr size_t kMaxSpill = 80u << 20;
+  constexpr size_t kMaxSpill = size_t{36} << 20;
+  bool over = false;
   for (;;) {
     auto ev = s.Next(deadline);
     if (!ev) return std::nullopt;
     switch (ev->kind) {
       case proto::Event::Kind::kData:
-        if (ev->channel == proto::kStdout && spill.size() + ev->data.size() <= kMaxSpill)
-          spill.append(ev->data);
+        if (ev->channel != proto::kStdout || over) break;
+        if (spill.size() + ev->data.size() > kMaxSpill) {
+          over = true;
+          std::string().swap(spill);
+          break;
+        }
+        spill.append(ev->data);
         break;
       case proto::Event::Kind::kResult: {
         if (!ev->json.value("result_in_data", false)) return std::move(ev->json);
+        if (over)
+          return Error(Code::kS400, "resource limit exceeded: the sandbox's answer is over " +
+                                        std::to_string(kMaxSpill >> 20) +
+                                        " MiB; ask for less (a narrower path or pattern, max_matches, "
+                                        "max_line_bytes)");
         auto j = ParseJsonBounded(spill);
         if (j.is_discarded())
           return AgentConnectionError(AgentCall::kFs, proto::CloseReason::kProtocolError, "malformed result",
@@ -75,7 +90,7 @@ Result<nlohmann::json> FsClient::Call(const proto::FsCall& call) {
   auto& r = *finished;
   if (!r.ok() && r.error().code() == Code::kS004) return SandboxStopped(sb_.id);
   if (!r.ok()) return r;
-  return proto::CheckAnswer(call, *r);
+  return proto::CheckAnswer(call, std::move(*r));
 }
 
 Error FsClient::OpenFailed(const Error& e) const {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -67,7 +68,10 @@ inline size_t CurlHeader(char* p, size_t s, size_t n, void* ud) {
 class Daemon {
  public:
   // Starts `skiff serve` with `yaml` as its config; waits for /healthz.
-  explicit Daemon(const std::string& yaml = "", std::vector<std::string> extra = {}) {
+  // `in_child` runs in the forked child before exec (async-signal-safe calls
+  // only, e.g. setrlimit).
+  explicit Daemon(const std::string& yaml = "", std::vector<std::string> extra = {},
+                  const std::function<void()>& in_child = {}) {
     port_ = FreePort();
     config_ = testing::TempDir() + "/skiff_e2e_" + std::to_string(port_) + ".yaml";
     {
@@ -87,6 +91,7 @@ class Daemon {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
       }
+      if (in_child) in_child();
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

@@ -81,6 +81,15 @@ TEST(ApiHttpTest, ParsePayload) {
   EXPECT_THAT(bomb.error().message(), HasSubstr("nesting deeper than"));
 }
 
+TEST(ApiHttpTest, DumpedSizeIsTheSizeOfDump) {
+  nlohmann::json j = {{"matches", nlohmann::json::array()}, {"truncated", true}, {"n", -12.5}};
+  for (int i = 0; i < 100; ++i) {
+    j["matches"].push_back({{"path", "/f"}, {"line", i}, {"content", std::string("caf\xc3\xa9 \xff\"\n")}});
+  }
+  EXPECT_EQ(DumpedSize(j), Dump(j).size());
+  EXPECT_EQ(DumpedSize(nullptr), 4u);
+}
+
 TEST(ApiHttpTest, DumpNeverThrowsOnInvalidUtf8) {
   nlohmann::json j = {{"s", std::string("a\xff"
                                         "b")}};

@@ -20,6 +20,7 @@
 #include "base/find_executable.h"
 #include "base/fs_util.h"
 #include "base/json_limits.h"
+#include "base/log.h"
 #include "base/pidfd.h"
 #include "base/scoped_dir.h"
 #include "base/subprocess.h"
@@ -374,6 +375,34 @@ TEST(Thread, NoThreadToBeHadIsAnErrorNotAnException) {
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
   ASSERT_TRUE(WIFEXITED(st)) << "the child died of signal " << WTERMSIG(st);
   EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+TEST(LogRateLimit, AllowsABurstPerIntervalAndCountsWhatItRefused) {
+  using Clock = log::RateLimit::Clock;
+  log::RateLimit rl(3, std::chrono::seconds(10));
+  Clock::time_point t0 = Clock::now();
+  uint64_t supp = 99;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(rl.Allow(t0 + std::chrono::milliseconds(i), &supp));
+    EXPECT_EQ(supp, 0u);
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(rl.Allow(t0 + std::chrono::seconds(5), &supp));
+  // The next window: one line, saying how many were left out.
+  ASSERT_TRUE(rl.Allow(t0 + std::chrono::seconds(11), &supp));
+  EXPECT_EQ(supp, 1000u);
+  ASSERT_TRUE(rl.Allow(t0 + std::chrono::seconds(12), &supp));
+  EXPECT_EQ(supp, 0u);
+}
+
+TEST(LogRateLimit, EachCallSiteHasItsOwnBudget) {
+  // SKIFF_LOG_LIMITED evaluates its stream only when the line is written.
+  int a = 0, b = 0;
+  for (int i = 0; i < 100; ++i) {
+    SKIFF_LOG_LIMITED(Error) << "site a " << ++a;
+    SKIFF_LOG_LIMITED(Error) << "site b " << ++b;
+  }
+  EXPECT_EQ(a, static_cast<int>(log::kLimitedBurst));
+  EXPECT_EQ(b, static_cast<int>(log::kLimitedBurst));
 }
 
 }  // namespace

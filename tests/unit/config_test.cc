@@ -38,6 +38,7 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
   EXPECT_EQ(c.default_memory_mb, 512u);
   EXPECT_EQ(c.listen_address, "127.0.0.1");
   EXPECT_EQ(c.listen_port, 49134);
+  EXPECT_EQ(c.max_connections, 1024u);
   EXPECT_EQ(c.isolation, "auto");
   EXPECT_FALSE(c.auth_token.has_value());
   EXPECT_FALSE(c.engine_url.has_value());
@@ -198,6 +199,12 @@ TEST(ConfigTest, PortsMustBeInRange) {
   EXPECT_THAT(ErrorOf("listen_port: -1\n"), HasSubstr("listen_port"));
   EXPECT_THAT(ErrorOf("network: {host_ports: [80, 70000]}\n"), HasSubstr("network.host_ports[1]"));
   EXPECT_EQ(MustParse("listen_port: 65535\n").listen_port, 65535);
+}
+
+TEST(ConfigTest, MaxConnectionsIsAtLeastOne) {
+  EXPECT_EQ(MustParse("max_connections: 64\n").max_connections, 64u);
+  EXPECT_THAT(ErrorOf("max_connections: 0\n"), HasSubstr("max_connections"));
+  EXPECT_THAT(ErrorOf("max_connections: many\n"), HasSubstr("max_connections"));
 }
 
 TEST(ConfigTest, TypesAreChecked) {
