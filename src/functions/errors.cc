@@ -43,8 +43,7 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
      "exec or run reached its effective timeout; or an fs call or file transfer got no answer or "
      "progress from the agent within fs_timeout_ms",
      "give the command more time with timeout_ms (the operator's max_exec_timeout_ms caps it) or "
-     "split the work into shorter commands; for an fs call, narrow it (a subtree, include_glob) or "
-     "ask the operator for a larger fs_timeout_ms"},
+     "split the work into shorter commands"},
     {Code::kS210, "filesystem", 400, false,
      "Bad mode string; grep/sed recursive:false on a directory; sed files/path both or neither; "
      "empty sed pattern",
