@@ -123,7 +123,9 @@ class EngineSession : public WsBase<Protocol> {
     }
     auto self = Self();
     auto target = CallTargetOf(fid, req->data);
-    std::string invocation_id = req->invocation_id, function_id = fid;  // req moves into the task
+    // req moves into the task; a refusal answers with these.
+    nlohmann::json invocation_id = req->invocation_id;  // null for a void call
+    std::string function_id = fid;
     ++in_flight_;
     Status queued = this->srv_.Dispatch(target, [self, reply, req = std::move(*req)]() mutable {
       Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get());

@@ -226,7 +226,8 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     }
     auto self = shared_from_this();
     uint64_t gen = generation;
-    std::string invocation_id = req->invocation_id, function_id = req->function_id;
+    json invocation_id = req->invocation_id;  // null for a void call
+    std::string function_id = req->function_id;
     json payload = req->data;
     Status queued = hooks.dispatch(function_id, payload, [self, reply, gen, req = std::move(*req)]() mutable {
       Invocation inv = self->hooks.call(req.function_id, req.data);
