@@ -41,6 +41,10 @@ TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), Code::kS003);
   EXPECT_NE(refused.error().message().find("stuck"), std::string::npos);
+  // Both of the lane's threads start; the queued two do not. The second
+  // thread may still be on its way in, so wait for it rather than race it.
+  for (int i = 0; i < 500 && started.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(50ms);
   EXPECT_EQ(started.load(), 2);
   gate.Open();
 }
