@@ -22,10 +22,11 @@ struct Gate {
 };
 
 TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
-  LaneExecutor ex("test lanes",
-                  {.threads_per_lane = 2, .queue_per_lane = 2, .max_threads = 16, .idle = 100ms});
+  // What the tasks use outlives the executor, whose destructor drains them.
   Gate gate;
   std::atomic<int> started{0};
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 2, .queue_per_lane = 2, .max_threads = 16, .idle = 100ms});
   for (int i = 0; i < 4; ++i) {  // two run and block, two queue behind them
     ASSERT_TRUE(ex.Post("stuck", [&] {
                     ++started;
@@ -50,9 +51,9 @@ TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
 }
 
 TEST(LaneExecutorTest, TotalThreadCapRefusesNewLanes) {
+  Gate gate;
   LaneExecutor ex("test lanes",
                   {.threads_per_lane = 4, .queue_per_lane = 0, .max_threads = 3, .idle = 100ms});
-  Gate gate;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(ex.Post("k" + std::to_string(i), [&] { gate.f.wait(); }).ok());
   auto r = ex.Post("k9", [] {});
   ASSERT_FALSE(r.ok());
@@ -62,8 +63,8 @@ TEST(LaneExecutorTest, TotalThreadCapRefusesNewLanes) {
 }
 
 TEST(LaneExecutorTest, IdleThreadsEndAndLanesAreForgotten) {
-  LaneExecutor ex("test lanes", {.threads_per_lane = 2, .queue_per_lane = 8, .max_threads = 8, .idle = 50ms});
   std::atomic<int> n{0};
+  LaneExecutor ex("test lanes", {.threads_per_lane = 2, .queue_per_lane = 8, .max_threads = 8, .idle = 50ms});
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(ex.Post("k" + std::to_string(i % 3), [&] { ++n; }).ok());
   for (int i = 0; i < 200 && (n.load() < 20 || ex.stats().threads > 0); ++i)
     std::this_thread::sleep_for(10ms);
