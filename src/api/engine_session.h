@@ -17,8 +17,10 @@ class EngineSession : public WsBase<Protocol> {
   using Base = WsBase<Protocol>;
 
  public:
-  EngineSession(Server::Impl& srv, typename Base::Stream&& s)
-      : Base(srv, std::move(s)), channels_(std::make_shared<ScopedBroker>(srv.broker)) {
+  // `caller`: the service of the key the upgrade presented; every call of
+  // the connection runs against it.
+  EngineSession(Server::Impl& srv, typename Base::Stream&& s, SandboxService& caller)
+      : Base(srv, std::move(s)), caller_(caller), channels_(std::make_shared<ScopedBroker>(srv.broker)) {
     ++srv.metrics.ws_connections;
   }
   ~EngineSession() override {
@@ -127,8 +129,8 @@ class EngineSession : public WsBase<Protocol> {
     nlohmann::json invocation_id = req->invocation_id;  // null for a void call
     std::string function_id = fid;
     ++in_flight_;
-    Status queued = this->srv_.Dispatch(target, [self, reply, req = std::move(*req)]() mutable {
-      Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get());
+    Status queued = this->srv_.Dispatch(target, caller_, [self, reply, req = std::move(*req)]() mutable {
+      Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get(), self->caller_);
       if (!reply) {
         net::post(self->ws_.get_executor(), [self]() { self->Finished(""); });
         return;
@@ -148,6 +150,7 @@ class EngineSession : public WsBase<Protocol> {
     }
   }
 
+  SandboxService& caller_;  // the key's service (Server::Impl::Authorized)
   std::shared_ptr<ScopedBroker> channels_;
   std::string worker_id_;
   size_t in_flight_ = 0;  // event-loop thread only

@@ -71,7 +71,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
     bool is_health = d.outcome == Dispatch::Outcome::kFound && d.handler == Handler::kHealthz;
     bool upgrade = websocket::is_upgrade(req);
-    if (!is_health && !srv_.Authorized(auth, upgrade ? &query_ : nullptr)) {
+    caller_ = is_health ? nullptr : srv_.Authorized(auth, upgrade ? &query_ : nullptr);
+    if (!is_health && !caller_) {
       auto res = MakeJson(
           http::status::unauthorized,
           {{"code", "unauthorized"}, {"message", "missing or wrong bearer token (Authorization: Bearer …)"}});
@@ -211,10 +212,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   void CallAsync(std::string id, json payload) {
     auto self = this->shared_from_this();
     auto target = CallTargetOf(id, payload);
-    Status queued = srv_.Dispatch(target, [self, id, payload = std::move(payload)]() {
+    SandboxService* caller = caller_;
+    Status queued = srv_.Dispatch(target, *caller, [self, caller, id, payload = std::move(payload)]() {
       std::shared_ptr<Response> res;
       {
-        Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker);
+        Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker, *caller);
         res = self->Invocation2Response(inv);
       }
       Server::Impl::ReturnFreedMemory(res->body().size());
@@ -332,9 +334,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto self = this->shared_from_this();
     std::string sid = t->first, path = t->second;
     dl_.Begin(ch, failure);
-    Status queued = srv_.Dispatch(CallTarget{sid}, [self, ch, failure, sid, path]() {
+    SandboxService* caller = caller_;
+    Status queued = srv_.Dispatch(CallTarget{sid}, *caller, [self, caller, ch, failure, sid, path]() {
       bool meta_sent = false;
-      Status st = self->srv_.sandboxes.ReadFile(
+      Status st = SandboxAccess(*caller).ReadFile(
           sid, path,
           [&](const FsReadMeta& m) {
             json meta = {{"size", m.size}, {"mode", m.mode}, {"mtime", m.mtime}};
@@ -474,31 +477,33 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto self = this->shared_from_this();
     // The call starts only after any 100-continue went out, so the early
     // error answer of a failing call never overlaps another write.
-    MaybeContinue([self, ch, sid, path, mode, parents]() {
-      Status queued = self->srv_.Dispatch(CallTarget{sid}, [self, ch, sid, path, mode, parents]() {
-        struct Guard {
-          std::shared_ptr<Channel> ch;
-          ~Guard() { ch->ReaderGone(); }
-        } guard{ch};
-        ByteSource src = [ch]() -> Result<std::string> {
-          while (true) {
-            auto r = ch->PopBlocking(kPutStall);
-            if (!r.ok()) {
-              Error e = std::move(r).error();
-              return Error(Code::kS218, e.message());
-            }
-            if (!r->has_value()) return std::string();
-            if ((*r)->data.empty()) continue;
-            return std::move((*r)->data);
-          }
-        };
-        auto res = self->srv_.sandboxes.WriteFile(sid, path, mode, parents, src);
-        ch->ReaderGone();
-        net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
-          self->up_.result.emplace(std::move(res));
-          self->MaybeFinishPut();
-        });
-      });
+    SandboxService* caller = caller_;
+    MaybeContinue([self, caller, ch, sid, path, mode, parents]() {
+      Status queued =
+          self->srv_.Dispatch(CallTarget{sid}, *caller, [self, caller, ch, sid, path, mode, parents]() {
+            struct Guard {
+              std::shared_ptr<Channel> ch;
+              ~Guard() { ch->ReaderGone(); }
+            } guard{ch};
+            ByteSource src = [ch]() -> Result<std::string> {
+              while (true) {
+                auto r = ch->PopBlocking(kPutStall);
+                if (!r.ok()) {
+                  Error e = std::move(r).error();
+                  return Error(Code::kS218, e.message());
+                }
+                if (!r->has_value()) return std::string();
+                if ((*r)->data.empty()) continue;
+                return std::move((*r)->data);
+              }
+            };
+            auto res = SandboxAccess(*caller).WriteFile(sid, path, mode, parents, src);
+            ch->ReaderGone();
+            net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+              self->up_.result.emplace(std::move(res));
+              self->MaybeFinishPut();
+            });
+          });
       if (!queued.ok()) {  // refused: the body is read and dropped, then the error answers
         ch->ReaderGone();
         self->up_.result.emplace(std::move(queued).error());
@@ -599,7 +604,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
             http::status::not_found,
             {{"code", "not_found"}, {"message", "worker mode: the engine protocol is served by the engine"}});
       }
-      auto s = std::make_shared<EngineSession<Protocol>>(srv_, std::move(stream_));
+      // The connection authenticates once: its calls act as this key's.
+      auto s = std::make_shared<EngineSession<Protocol>>(srv_, std::move(stream_), *caller_);
       s->Hold(std::move(slot_));
       return s->Accept(std::move(req));
     }
@@ -634,6 +640,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   std::optional<http::request_parser<http::string_body>> bp_;
   std::map<std::string, std::string> query_;
   RouteMatch route_;
+  // The current request's service (Server::Impl::Authorized): its key's
+  // view of the sandboxes. Null only for /healthz, which reaches none.
+  SandboxService* caller_ = nullptr;
   bool keep_alive_ = true;
   FileDownload dl_;
   FileUpload up_;

@@ -213,11 +213,11 @@ void Server::Run() {
       // Channel references live on the engine in worker mode; skiffd does
       // not broker them itself (fs::read answers without `content`
       // streaming, streamed fs::write is refused).
-      return s.Call(id, payload, nullptr);
+      return s.Call(id, payload, nullptr, s.EngineService());
     };
     hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
     hooks.dispatch = [&s](const std::string& id, const json& payload, std::function<void()> f) {
-      return s.Dispatch(id, payload, std::move(f));
+      return s.Dispatch(id, payload, s.EngineService(), std::move(f));
     };
     hooks.rejected = [&s]() {
       if (s.on_rejected) s.on_rejected();

@@ -32,6 +32,7 @@
 #include "functions/decode.h"
 #include "functions/errors.h"
 #include "functions/registry.h"
+#include "sandbox/tenant_scope.h"
 
 namespace skiff::api {
 
@@ -115,10 +116,17 @@ struct Server::Impl {
         broker([this](std::function<void()> f) { Blocking(std::move(f)); }),
         sweep_timer(ioc),
         tcp_backoff(ioc),
-        unix_backoff(ioc) {}
+        unix_backoff(ioc),
+        keys(config.Keys()) {
+    if (config.tenancy()) {
+      for (const auto& k : keys) tenants.emplace(k.name, std::make_unique<TenantScope>(manager, k.name));
+      tenants.emplace(std::string(kEngineTenant),
+                      std::make_unique<TenantScope>(manager, std::string(kEngineTenant)));
+    }
+  }
 
   SandboxService& manager;  // function calls (CallContext) and the server's own setup
-  SandboxAccess sandboxes;  // files, /metrics, /healthz
+  SandboxAccess sandboxes;  // /metrics, /healthz: every sandbox (files go through a caller's service)
   Config config;
   net::io_context ioc;
   net::thread_pool pool;  // calls that reach no existing sandbox
@@ -135,6 +143,20 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
   std::function<void()> on_rejected;   // worker registration rejected
+  // The bearer tokens callers may present (Config::Keys; empty: no auth)
+  // and, with tenancy on, each key's view of the sandboxes, by key name,
+  // plus worker mode's (kEngineTenant). docs/configuration.md#tenants.
+  const std::vector<ApiKey> keys;
+  std::map<std::string, std::unique_ptr<TenantScope>, std::less<>> tenants;
+
+  // The service the calls of `tenant` run against: its scope with tenancy
+  // on, the whole manager without.
+  SandboxService& ServiceOf(std::string_view tenant) {
+    if (tenants.empty()) return manager;
+    return *tenants.find(tenant)->second;
+  }
+  // Worker mode's calls: the engine has no key of ours.
+  SandboxService& EngineService() { return ServiceOf(kEngineTenant); }
 
   // Runs `f` on the pool. An exception escaping it is logged and ends only
   // that task (a pool thread that let it through would terminate skiffd).
@@ -155,8 +177,10 @@ struct Server::Impl {
   // Runs `f` for a call to `target`: on that sandbox's lane when the sandbox
   // exists, else on the pool. S003 when the lane is full (the call is not
   // run; nothing else changes).
-  Status Dispatch(const std::optional<CallTarget>& target, std::function<void()> f) {
-    if (target && sandboxes.Exists(target->sandbox_id)) {
+  // `caller`: the service of the call's key, so another tenant's sandbox is
+  // an unknown one here too (its call runs on the pool, as an unknown id's).
+  Status Dispatch(const std::optional<CallTarget>& target, SandboxService& caller, std::function<void()> f) {
+    if (target && SandboxAccess(caller).Exists(target->sandbox_id)) {
       Status st = lanes.Post(target->LaneKey(), std::move(f));
       if (!st.ok() && st.error().code() == Code::kS003)
         return Error(Code::kS003, "sandbox " + target->sandbox_id + " has " +
@@ -168,26 +192,43 @@ struct Server::Impl {
     Blocking(std::move(f));
     return OkStatus();
   }
-  Status Dispatch(std::string_view function_id, const json& payload, std::function<void()> f) {
-    return Dispatch(CallTargetOf(function_id, payload), std::move(f));
+  Status Dispatch(std::string_view function_id, const json& payload, SandboxService& caller,
+                  std::function<void()> f) {
+    return Dispatch(CallTargetOf(function_id, payload), caller, std::move(f));
   }
 
-  bool Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {
-    if (!config.auth_token) return true;
-    if (auto tok = BearerToken(authorization); tok && ConstantTimeEquals(*tok, *config.auth_token)) {
-      return true;
+  // The key `token` matches, compared in constant time with every key (no
+  // early exit, so the time does not tell which key came close); null when
+  // none does.
+  const ApiKey* MatchKey(std::string_view token) const {
+    const ApiKey* found = nullptr;
+    for (const auto& k : keys) {
+      bool eq = ConstantTimeEquals(token, k.token);
+      if (eq && !found) found = &k;
     }
-    if (q) {
-      auto it = q->find("token");
-      if (it != q->end() && ConstantTimeEquals(it->second, *config.auth_token)) return true;
-    }
-    return false;
+    return found;
   }
 
-  // Runs one function call (on a pool thread), recording metrics.
-  Invocation Call(const std::string& id, const json& payload, ChannelBroker* channels) {
+  // The service a request's key reaches (ServiceOf its tenant), from its
+  // bearer token or, for a WebSocket upgrade (`q`), its ?token=; null for a
+  // missing or wrong key. Without keys every request reaches the manager.
+  SandboxService* Authorized(std::string_view authorization, const std::map<std::string, std::string>* q) {
+    if (keys.empty()) return &manager;
+    const ApiKey* key = nullptr;
+    if (auto tok = BearerToken(authorization)) key = MatchKey(*tok);
+    if (!key && q) {
+      if (auto it = q->find("token"); it != q->end()) key = MatchKey(it->second);
+    }
+    if (!key) return nullptr;
+    return &ServiceOf(key->name);
+  }
+
+  // Runs one function call (on a pool thread) against `caller` (the
+  // service of the call's key), recording metrics.
+  Invocation Call(const std::string& id, const json& payload, ChannelBroker* channels,
+                  SandboxService& caller) {
     auto t0 = std::chrono::steady_clock::now();
-    CallContext ctx{manager, channels};
+    CallContext ctx{caller, channels};
     Invocation inv;
     try {
       inv = Invoke(id, payload, ctx);

@@ -54,6 +54,11 @@ request-only filesystem rules (S210 mode strings and sed forms, S217 regex) → 
 → stopping (S004) → admission (S003, exec only) → the operation. A malformed request never depends
 on sandbox state.
 
+**Tenants.** With more than one API key configured (`api_keys`, docs/configuration.md#tenants), a
+caller sees only the sandboxes created with its own key: `sandbox::list` lists only them, and any
+other key's sandbox id is answered exactly as an unknown id (S002, same status and body). With one
+key or none every caller sees every sandbox.
+
 **Sandbox ids** are UUIDs. Accepted: canonical hyphenated, 32 hex digits, `{braced}` and
 `urn:uuid:` forms, any case. Output is canonical lowercase. Invalid:
 `invalid request: sandbox_id: not a UUID: <input>`.

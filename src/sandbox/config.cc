@@ -197,7 +197,67 @@ bool IsLoopbackAddress(const std::string& a) {
   return false;
 }
 
+// api_keys (docs/configuration.md#tenants): a list of {name, token}
+// mappings. Names and tokens are unique and non-empty; a name is a short
+// label (it appears in logs), a token is printable ASCII without spaces (it
+// travels in an Authorization header). Messages never repeat a token.
+Result<std::vector<ApiKey>> GetApiKeys(const YAML::Node& n, std::string_view key) {
+  std::vector<ApiKey> keys;
+  if (NodeIsNull(n)) return keys;
+  if (!n.IsSequence()) {
+    return ConfigError(key, "expected a list of {name, token} mappings, got " + Describe(n));
+  }
+  size_t i = 0;
+  for (const auto& item : n) {
+    std::string k = std::string(key) + "[" + std::to_string(i++) + "]";
+    if (!item.IsMap()) return ConfigError(k, "expected a mapping {name, token}, got " + Describe(item));
+    std::optional<std::string> name, token;
+    for (const auto& f : item) {
+      std::string field = f.first.Scalar();
+      std::string fk = KeyPath(k, field);
+      if (field == "name") {
+        SKIFF_ASSIGN_OR_RETURN(name, GetString(f.second, fk));
+      } else if (field == "token") {
+        SKIFF_ASSIGN_OR_RETURN(token, GetString(f.second, fk));
+      } else {
+        return ConfigError(fk, "unknown key (an API key has only name and token)");
+      }
+    }
+    if (!name) return ConfigError(k, "missing required key 'name'");
+    if (!token) return ConfigError(k, "missing required key 'token'");
+    std::string nk = KeyPath(k, "name"), tk = KeyPath(k, "token");
+    if (name->empty()) return ConfigError(nk, "must not be empty");
+    if (name->size() > 64) return ConfigError(nk, "longer than 64 bytes");
+    for (char ch : *name) {
+      bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '-' || ch == '_' || ch == '.';
+      if (!ok) return ConfigError(nk, "names may contain only letters, digits, '-', '_' and '.'");
+    }
+    if (*name == kEngineTenant) {
+      return ConfigError(nk, "'" + *name + "' is reserved for the calls of worker mode (engine_url)");
+    }
+    if (token->empty()) return ConfigError(tk, "an empty token would accept anyone");
+    for (char ch : *token) {
+      if (ch <= ' ' || ch > '~') return ConfigError(tk, "must be printable ASCII without spaces");
+    }
+    for (size_t j = 0; j < keys.size(); ++j) {
+      std::string other = std::string(key) + "[" + std::to_string(j) + "]";
+      if (keys[j].name == *name)
+        return ConfigError(nk, "duplicate name '" + *name + "' (also " + other + ")");
+      if (keys[j].token == *token)
+        return ConfigError(tk, "the same token as " + other + " ('" + keys[j].name + "')");
+    }
+    keys.push_back(ApiKey{std::move(*name), std::move(*token)});
+  }
+  return keys;
+}
+
 }  // namespace
+
+std::vector<ApiKey> Config::Keys() const {
+  if (auth_token) return {ApiKey{"", *auth_token}};
+  return api_keys;
+}
 
 bool QemuInstalled() {
   if (const char* q = std::getenv("SKIFF_QEMU"); q && *q) return ::access(q, X_OK) == 0;
@@ -355,6 +415,8 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       if (c.auth_token && c.auth_token->empty()) {
         return ConfigError(key, "an empty token would accept anyone; remove the key or set one");
       }
+    } else if (key == "api_keys") {
+      SKIFF_ASSIGN_OR_RETURN(c.api_keys, GetApiKeys(v, key));
     } else if (key == "listen_port") {
       SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 1, 65535));
       c.listen_port = static_cast<uint16_t>(n);
@@ -422,9 +484,13 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
   if (saw_exec_zero) c.warnings.push_back("max_concurrent_exec_per_sandbox: 0 means 1");
 
   // Cross-key rules.
-  if (!IsLoopbackAddress(c.listen_address) && !c.auth_token) {
+  if (c.auth_token && !c.api_keys.empty()) {
+    return ConfigError("api_keys", "cannot be combined with auth_token; list that token as one of the keys");
+  }
+  if (!IsLoopbackAddress(c.listen_address) && c.Keys().empty()) {
     return ConfigError("listen_address", "'" + c.listen_address +
-                                             "' is not a loopback address; set auth_token to listen on it");
+                                             "' is not a loopback address; set auth_token or api_keys to "
+                                             "listen on it");
   }
   auto known = [&](const std::string& name) {
     return kPresets.count(name) || name == "host" || c.custom_images.count(name);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -22,6 +23,17 @@ struct NetworkConfig {
   std::vector<uint16_t> host_ports;
   std::vector<std::string> allow;
 };
+
+// One API key (docs/configuration.md#tenants): the bearer token a caller
+// presents and the tenant it names.
+struct ApiKey {
+  std::string name;
+  std::string token;
+};
+
+// The tenant of worker mode's calls (docs/configuration.md#tenants); no
+// API key may be named so.
+inline constexpr std::string_view kEngineTenant = "engine";
 
 struct Config {
   bool auto_install = true;
@@ -44,6 +56,9 @@ struct Config {
   std::map<std::string, std::string> custom_images;  // name -> OCI ref or archive path
   std::string listen_address = "127.0.0.1";
   std::optional<std::string> auth_token;
+  // api_keys: names and tokens unique and non-empty; never together with
+  // auth_token (ParseConfig refuses both).
+  std::vector<ApiKey> api_keys;
   uint16_t listen_port = 49134;
   std::optional<std::string> unix_socket;
   // Open API connections (TCP and unix socket together); one beyond it is
@@ -62,6 +77,11 @@ struct Config {
   }
   uint64_t exec_timeout_cap() const { return max_exec_timeout_ms == 0 ? 1 : max_exec_timeout_ms; }
   bool ImageAllowed(const std::string& name) const;
+  // The bearer tokens callers may present: auth_token as one unnamed key,
+  // else api_keys. Empty: no authentication.
+  std::vector<ApiKey> Keys() const;
+  // More than one key: each key's caller sees only its own sandboxes.
+  bool tenancy() const { return api_keys.size() > 1; }
 };
 
 // Parses and validates a YAML document (docs/configuration.md#keys). Errors name the key.

@@ -140,6 +140,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
     SKIFF_ASSIGN_OR_RETURN(
         std::shared_ptr<Sandbox> sb, registry_.ClaimPooled(spec.image, matches, [&](Sandbox& claimed) {
           claimed.name = spec.name;
+          claimed.tenant = spec.tenant;
           claimed.env = spec.env;
           claimed.idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
           claimed.created_unix_ms = NowUnixMillis();
@@ -156,6 +157,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   BootParams bp{spec.image, isolation, cpus, memory_mb, spec.network};
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Boot(bp));
   sb->name = spec.name;
+  sb->tenant = spec.tenant;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
   sb->env = spec.env;
   // docs/security.md#networking-network-true loopback rewrite: create-time env only, listed ports only.

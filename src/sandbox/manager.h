@@ -53,6 +53,9 @@ class SandboxManager : public SandboxService {
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
   std::vector<ListEntry> List() override;
+  std::optional<std::string> TenantOf(const std::string& sandbox_id) override {
+    return registry_.TenantOf(sandbox_id);
+  }
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;
   std::vector<CatalogEntry> CatalogList() override;
 

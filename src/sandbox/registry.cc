@@ -49,7 +49,7 @@ Status SandboxRegistry::Register(const std::shared_ptr<Sandbox>& sb) {
 Result<std::shared_ptr<Sandbox>> SandboxRegistry::Lookup(const std::string& id) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) return Error(Code::kS002, "sandbox not found: " + id);
+  if (it == sandboxes_.end()) return SandboxNotFound(id);
   if (it->second->stopping()) return Error(Code::kS004, "sandbox already stopped: " + id);
   return it->second;
 }
@@ -96,12 +96,20 @@ std::vector<ListEntry> SandboxRegistry::List() {
     e.cpus = sb->cpus;
     e.memory_mb = sb->memory_mb;
     e.network = sb->network;
+    e.tenant = sb->tenant;
     out.push_back(std::move(e));
   }
   std::sort(out.begin(), out.end(), [](const ListEntry& a, const ListEntry& b) {
     return std::tie(a.created_at, a.sandbox_id) < std::tie(b.created_at, b.sandbox_id);
   });
   return out;
+}
+
+std::optional<std::string> SandboxRegistry::TenantOf(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) return it->second->tenant;
+  if (auto it = tearing_down_.find(id); it != tearing_down_.end()) return it->second->tenant;
+  return std::nullopt;
 }
 
 Result<SandboxRegistry::StopTicket> SandboxRegistry::BeginStop(const std::string& id) {
@@ -116,7 +124,7 @@ Result<SandboxRegistry::StopTicket> SandboxRegistry::BeginStop(const std::string
   }
   if (auto t = tearing_down_.find(id); t != tearing_down_.end())
     return StopTicket{t->second, false};  // a stop or reap is in progress: join it
-  return Error(Code::kS002, "sandbox not found: " + id);
+  return SandboxNotFound(id);
 }
 
 std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::TakeExpired(

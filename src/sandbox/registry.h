@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ class SandboxRegistry {
   // Gives it back (and marks the sandbox active).
   void ReleaseExecSlot(Sandbox& sb);
   std::vector<ListEntry> List();
+  // The tenant of a live sandbox or one being stopped; nullopt otherwise
+  // (pooled sandboxes are nobody's until claimed).
+  std::optional<std::string> TenantOf(const std::string& id);
 
   // --- stop, reap, death, teardown
   struct StopTicket {

@@ -31,6 +31,7 @@ class Sandbox {
   std::string image;
   std::string isolation;
   std::optional<std::string> name;
+  std::string tenant;  // CreateSpec::tenant; set before it is registered, then fixed
   uint32_t cpus = 1;
   uint32_t memory_mb = 512;
   bool network = false;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ class SandboxService {
   virtual Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) = 0;
   virtual Status Stop(const std::string& sandbox_id, bool wait) = 0;
   virtual std::vector<ListEntry> List() = 0;
+  // The tenant recorded at the create of `sandbox_id` (CreateSpec::tenant)
+  // while it is live or being stopped; nullopt when the id names neither.
+  virtual std::optional<std::string> TenantOf(const std::string& sandbox_id) = 0;
   virtual Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) = 0;
   virtual std::vector<CatalogEntry> CatalogList() = 0;
 

@@ -17,4 +17,8 @@ nlohmann::json ExecResult::ToJson() const {
   return j;
 }
 
+Error SandboxNotFound(const std::string& sandbox_id) {
+  return Error(Code::kS002, "sandbox not found: " + sandbox_id);
+}
+
 }  // namespace skiff

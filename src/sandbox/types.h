@@ -29,6 +29,10 @@ struct CreateSpec {
   std::optional<uint64_t> idle_timeout_secs;
   Env env;
   std::optional<std::string> isolation;  // "microvm" | "jail"
+  // The tenant creating it (docs/configuration.md#tenants): the name of the
+  // caller's API key with tenancy on, "" otherwise. Set by TenantScope,
+  // never from a request.
+  std::string tenant;
 };
 
 struct CreateResult {
@@ -94,7 +98,12 @@ struct ListEntry {
   uint32_t cpus = 0;
   uint32_t memory_mb = 0;
   bool network = false;
+  std::string tenant;  // CreateSpec::tenant of its create; not on the wire
 };
+
+// S002 for an id that names no sandbox the caller can reach. An unknown id
+// and another tenant's sandbox get exactly this, so they cannot be told apart.
+Error SandboxNotFound(const std::string& sandbox_id);
 
 // Pulls a streamed upload body chunk by chunk. Returns "" at end of stream,
 // or an error (S218) when the source stalls or aborts.

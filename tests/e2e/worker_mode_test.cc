@@ -249,6 +249,62 @@ TEST(WorkerModeTest, NonStringWorkerRegisteredFieldsDoNotStopTheDaemon) {
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 
+// With tenancy on (docs/configuration.md#tenants) the engine's invocations
+// are the fixed tenant "engine": they see what the engine created, and a
+// key's sandbox is an unknown id to them, as theirs is to the key.
+TEST(WorkerModeTest, EngineCallsAreTheirOwnTenant) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble eng;
+  Daemon d(std::string(kConfig) + "api_keys: [{name: alice, token: ta-1}, {name: bob, token: tb-2}]\n",
+           {"--engine", eng.url()});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_FALSE(Registration(eng, 0).empty()) << "no registration within 30 s\n" << d.Log();
+  const std::string alice = "Authorization: Bearer ta-1";
+  auto cr = d.Post("/v1/functions/sandbox::create", json{{"image", "host"}}.dump(), {alice});
+  ASSERT_EQ(cr.status, 200) << cr.body;
+  std::string hers = cr.Json()["sandbox_id"];
+  const std::string unknown = "00000000-0000-4000-8000-000000000000";
+
+  auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
+    eng.Invoke(inv, fn, data);
+    auto r = eng.WaitResult(inv);
+    EXPECT_TRUE(r) << fn << "\n" << d.Log();
+    if (!r) return json();
+    r->erase("invocation_id");
+    return *r;
+  };
+  json listed = answer("l-1", "sandbox::list", json::object());
+  EXPECT_EQ(listed["result"]["sandboxes"], json::array()) << listed.dump();
+  for (const std::string fn : {"sandbox::exec", "sandbox::fs::stat", "sandbox::stop"}) {
+    auto payload = [&](const std::string& id) {
+      json p = {{"sandbox_id", id}};
+      if (fn == "sandbox::exec") p["cmd"] = "true";
+      if (fn == "sandbox::fs::stat") p["path"] = "/";
+      return p;
+    };
+    std::string theirs = answer("t-" + fn, fn, payload(hers)).dump();
+    std::string none = answer("u-" + fn, fn, payload(unknown)).dump();
+    EXPECT_THAT(none, HasSubstr("S002")) << fn;
+    for (size_t at = theirs.find(hers); at != std::string::npos; at = theirs.find(hers))
+      theirs.replace(at, hers.size(), unknown);
+    EXPECT_EQ(theirs, none) << fn;
+  }
+
+  json created = answer("c-1", "sandbox::create", {{"image", "host"}});
+  ASSERT_TRUE(created.contains("result")) << created.dump();
+  std::string engines = created["result"]["sandbox_id"];
+  json again = answer("l-2", "sandbox::list", json::object());
+  ASSERT_EQ(again["result"]["sandboxes"].size(), 1u) << again.dump();
+  EXPECT_EQ(again["result"]["sandboxes"][0]["sandbox_id"], engines);
+  auto theirs_to_alice =
+      d.Post("/v1/functions/sandbox::exec", json{{"sandbox_id", engines}, {"cmd", "true"}}.dump(), {alice});
+  EXPECT_EQ(theirs_to_alice.status, 404) << theirs_to_alice.body;
+  auto alices = d.Post("/v1/functions/sandbox::list", "{}", {alice}).Json();
+  ASSERT_EQ(alices["sandboxes"].size(), 1u) << alices.dump();
+  EXPECT_EQ(alices["sandboxes"][0]["sandbox_id"], hers);
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
 TEST(WorkerModeTest, RejectedRegistrationExitsWith3) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   EngineDouble::Options o;

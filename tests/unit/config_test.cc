@@ -11,6 +11,7 @@ namespace skiff {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Config MustParse(const std::string& y) {
   auto r = ParseConfig(y);
@@ -274,6 +275,88 @@ TEST(ConfigTest, ShippedExampleConfigParses) {
   auto r = LoadConfigFile(std::string(SKIFF_SOURCE_DIR) + "/configs/skiff.yaml");
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_TRUE(r->warnings.empty());
+}
+
+// api_keys (docs/configuration.md#tenants): a list of {name, token}.
+TEST(ConfigTest, ApiKeysParseAndTurnTenancyOn) {
+  Config c = MustParse(
+      "api_keys:\n"
+      "  - {name: alice, token: tok-a}\n"
+      "  - name: bob\n"
+      "    token: \"tok-b\"\n");
+  ASSERT_EQ(c.api_keys.size(), 2u);
+  EXPECT_EQ(c.api_keys[0].name, "alice");
+  EXPECT_EQ(c.api_keys[0].token, "tok-a");
+  EXPECT_EQ(c.api_keys[1].name, "bob");
+  EXPECT_EQ(c.api_keys[1].token, "tok-b");
+  EXPECT_TRUE(c.tenancy());
+  ASSERT_EQ(c.Keys().size(), 2u);
+  EXPECT_EQ(c.Keys()[1].token, "tok-b");
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigTest, OneKeyOrNoneLeavesTenancyOff) {
+  Config one = MustParse("api_keys: [{name: solo, token: t0k}]\n");
+  EXPECT_FALSE(one.tenancy());
+  ASSERT_EQ(one.Keys().size(), 1u);
+  EXPECT_EQ(one.Keys()[0].token, "t0k");
+  Config legacy = MustParse("auth_token: s3cret\n");
+  EXPECT_FALSE(legacy.tenancy());
+  ASSERT_EQ(legacy.Keys().size(), 1u);
+  EXPECT_EQ(legacy.Keys()[0].token, "s3cret");
+  EXPECT_FALSE(MustParse("api_keys: null\n").tenancy());
+  EXPECT_TRUE(MustParse("api_keys: []\n").Keys().empty());
+  EXPECT_TRUE(MustParse("").Keys().empty());
+}
+
+TEST(ConfigTest, ApiKeysOfTheWrongShapeAreRefused) {
+  EXPECT_THAT(ErrorOf("api_keys: tok\n"), HasSubstr("api_keys: expected a list"));
+  EXPECT_THAT(ErrorOf("api_keys: {name: a, token: b}\n"), HasSubstr("api_keys: expected a list"));
+  EXPECT_THAT(ErrorOf("api_keys: [tok]\n"), HasSubstr("api_keys[0]: expected a mapping"));
+  EXPECT_THAT(ErrorOf("api_keys: [[a, b]]\n"), HasSubstr("api_keys[0]: expected a mapping"));
+  EXPECT_THAT(ErrorOf("api_keys: [{token: t}]\n"), HasSubstr("api_keys[0]: missing required key 'name'"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a}]\n"), HasSubstr("api_keys[0]: missing required key 'token'"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: t, tokn: u}]\n"),
+              HasSubstr("api_keys[0].tokn: unknown key"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: [a], token: t}]\n"),
+              HasSubstr("api_keys[0].name: expected a string"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: {x: 1}}]\n"),
+              HasSubstr("api_keys[0].token: expected a string"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: null}]\n"),
+              HasSubstr("api_keys[0].token: expected a string"));
+}
+
+TEST(ConfigTest, ApiKeysMustBeNonEmptyAndUnique) {
+  EXPECT_THAT(ErrorOf("api_keys: [{name: \"\", token: t}]\n"),
+              HasSubstr("api_keys[0].name: must not be empty"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: \"\"}]\n"),
+              HasSubstr("api_keys[0].token: an empty token"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: t1}, {name: a, token: t2}]\n"),
+              HasSubstr("api_keys[1].name: duplicate name 'a' (also api_keys[0])"));
+  std::string dup = ErrorOf("api_keys: [{name: a, token: same-secret}, {name: b, token: same-secret}]\n");
+  EXPECT_THAT(dup, HasSubstr("api_keys[1].token: the same token as api_keys[0] ('a')"));
+  EXPECT_THAT(dup, Not(HasSubstr("same-secret")));  // a message never repeats a token
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a b, token: t}]\n"),
+              HasSubstr("api_keys[0].name: names may contain"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: a, token: \"t t\"}]\n"),
+              HasSubstr("api_keys[0].token: must be printable ASCII"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: engine, token: t}]\n"),
+              HasSubstr("api_keys[0].name: 'engine' is reserved"));
+  EXPECT_THAT(ErrorOf("api_keys: [{name: " + std::string(65, 'n') + ", token: t}]\n"),
+              HasSubstr("api_keys[0].name: longer than 64 bytes"));
+}
+
+TEST(ConfigTest, ApiKeysAndAuthTokenAreExclusive) {
+  EXPECT_THAT(ErrorOf("auth_token: s3cret\napi_keys: [{name: a, token: t}]\n"),
+              HasSubstr("api_keys: cannot be combined with auth_token"));
+  // An empty list is no keys: auth_token alone applies.
+  EXPECT_EQ(*MustParse("auth_token: s3cret\napi_keys: []\n").auth_token, "s3cret");
+}
+
+TEST(ConfigTest, ApiKeysAllowANonLoopbackListen) {
+  Config c = MustParse("listen_address: 0.0.0.0\napi_keys: [{name: a, token: t1}, {name: b, token: t2}]\n");
+  EXPECT_EQ(c.listen_address, "0.0.0.0");
+  EXPECT_THAT(ErrorOf("listen_address: 0.0.0.0\napi_keys: []\n"), HasSubstr("listen_address"));
 }
 
 }  // namespace

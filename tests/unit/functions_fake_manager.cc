@@ -6,7 +6,7 @@ namespace skiff::testing {
 namespace {
 Status FakeLookup(const std::string& id) {
   ++Fake().calls;
-  if (!Fake().live.count(id)) return Error(Code::kS002, "sandbox not found: " + id);
+  if (!Fake().live.count(id)) return SandboxNotFound(id);
   return OkStatus();
 }
 }  // namespace
@@ -31,6 +31,12 @@ Status FakeSandboxService::Stop(const std::string& id, bool wait) {
 }
 
 std::vector<ListEntry> FakeSandboxService::List() { return Fake().list; }
+
+std::optional<std::string> FakeSandboxService::TenantOf(const std::string& id) {
+  if (!Fake().live.count(id)) return std::nullopt;
+  auto it = Fake().tenants.find(id);
+  return it == Fake().tenants.end() ? std::string() : it->second;
+}
 
 Result<ExecResult> FakeSandboxService::Run(const RunSpec& spec, OutputSink*) {
   ++Fake().calls;

@@ -3,7 +3,9 @@
 // answered from it, without sandboxes.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +36,7 @@ struct FakeState {
   int reads = 0;
   ExecResult exec_result;
   std::vector<ListEntry> list;
+  std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
 
   void Reset() { *this = FakeState(); }
@@ -51,6 +54,7 @@ class FakeSandboxService : public SandboxService {
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
   std::vector<ListEntry> List() override;
+  std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;
   std::vector<CatalogEntry> CatalogList() override;
   Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) override;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "sandbox/agent_errors.h"
@@ -131,6 +132,36 @@ TEST(SandboxRegistryPool, ClaimAdoptsAndCounts) {
   EXPECT_EQ(st[0].ready, 0u);
   EXPECT_EQ(st[0].hits, 1u);
   EXPECT_EQ(st[0].misses, 1u);
+}
+
+// A sandbox's tenant is found while it is live and while it is being
+// stopped, never for a pooled one (nobody's until claimed) or after its end.
+TEST(SandboxRegistryTenants, TenantOfFollowsTheRecord) {
+  Config c = SmallConfig();
+  SandboxRegistry r(c, {{"host", 1}});
+  auto a = Record("a");
+  a->tenant = "alice";
+  ASSERT_TRUE(r.Register(a).ok());
+  EXPECT_EQ(r.TenantOf("a"), "alice");
+  EXPECT_EQ(r.TenantOf("zz"), std::nullopt);
+  ASSERT_EQ(r.List().size(), 1u);
+  EXPECT_EQ(r.List()[0].tenant, "alice");
+
+  auto p = Record("p");
+  ASSERT_TRUE(r.AddPooled("host", p).ok());
+  EXPECT_EQ(r.TenantOf("p"), std::nullopt);
+  auto hit = r.ClaimPooled("host", /*matches=*/true, [](Sandbox& sb) { sb.tenant = "bob"; });
+  ASSERT_TRUE(hit.ok());
+  ASSERT_EQ(*hit, p);
+  EXPECT_EQ(r.TenantOf("p"), "bob");
+
+  auto stop = r.BeginStop("a");
+  ASSERT_TRUE(stop.ok());
+  EXPECT_EQ(r.TenantOf("a"), "alice");  // being stopped: still alice's (S004 is hers to see)
+  a->Teardown();
+  r.FinishTeardown(a);
+  EXPECT_EQ(r.TenantOf("a"), std::nullopt);
+  EXPECT_EQ(r.BeginStop("a").error().message(), SandboxNotFound("a").message());
 }
 
 TEST(SandboxRegistryPool, DeadPooledSandboxLeavesThePool) {

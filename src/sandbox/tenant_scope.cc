@@ -1,0 +1,66 @@
+#include "sandbox/tenant_scope.h"
+
+#include <algorithm>
+
+namespace skiff {
+
+Status TenantScope::Own(const std::string& sandbox_id) {
+  // An unknown id and another tenant's get the same answer from the same
+  // place, after the same one lookup.
+  std::optional<std::string> owner = inner_.TenantOf(sandbox_id);
+  if (!owner || *owner != tenant_) return SandboxNotFound(sandbox_id);
+  return OkStatus();
+}
+
+Result<CreateResult> TenantScope::Create(const CreateSpec& spec) {
+  CreateSpec owned = spec;
+  owned.tenant = tenant_;
+  return inner_.Create(owned);
+}
+
+Result<ExecResult> TenantScope::Run(const RunSpec& spec, OutputSink* sink) {
+  RunSpec owned = spec;
+  owned.create.tenant = tenant_;
+  return inner_.Run(owned, sink);
+}
+
+std::vector<ListEntry> TenantScope::List() {
+  std::vector<ListEntry> all = inner_.List();
+  std::erase_if(all, [this](const ListEntry& e) { return e.tenant != tenant_; });
+  return all;
+}
+
+std::optional<std::string> TenantScope::TenantOf(const std::string& sandbox_id) {
+  std::optional<std::string> owner = inner_.TenantOf(sandbox_id);
+  if (owner && *owner != tenant_) return std::nullopt;
+  return owner;
+}
+
+Result<ExecResult> TenantScope::Exec(const ExecSpec& spec, OutputSink* sink) {
+  SKIFF_RETURN_IF_ERROR(Own(spec.sandbox_id));
+  return inner_.Exec(spec, sink);
+}
+
+Status TenantScope::Stop(const std::string& sandbox_id, bool wait) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Stop(sandbox_id, wait);
+}
+
+Result<nlohmann::json> TenantScope::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Fs(sandbox_id, call);
+}
+
+Result<nlohmann::json> TenantScope::FsWrite(const std::string& sandbox_id, const std::string& path,
+                                            uint32_t mode, bool parents, const ByteSource& source) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.FsWrite(sandbox_id, path, mode, parents, source);
+}
+
+Status TenantScope::FsRead(const std::string& sandbox_id, const std::string& path,
+                           const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.FsRead(sandbox_id, path, on_meta, sink);
+}
+
+}  // namespace skiff

@@ -1,0 +1,58 @@
+// TenantScope: the SandboxService as one tenant sees it
+// (docs/configuration.md#tenants). With tenancy on, every caller's calls go
+// through the scope of its API key: what it creates is recorded as its own,
+// it lists only its own sandboxes, and any call naming a sandbox of another
+// tenant fails with the S002 of an unknown id (SandboxNotFound), before the
+// call reaches the sandbox. Everything else passes through unchanged.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandbox/service.h"
+
+namespace skiff {
+
+class TenantScope : public SandboxService {
+ public:
+  // `inner` must outlive the scope.
+  TenantScope(SandboxService& inner, std::string tenant) : inner_(inner), tenant_(std::move(tenant)) {}
+
+  const std::string& tenant() const { return tenant_; }
+
+  Result<CreateResult> Create(const CreateSpec& spec) override;
+  Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
+  Status Stop(const std::string& sandbox_id, bool wait) override;
+  std::vector<ListEntry> List() override;
+  std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
+  Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;
+  std::vector<CatalogEntry> CatalogList() override { return inner_.CatalogList(); }
+
+  Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) override;
+  Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
+                                 bool parents, const ByteSource& source) override;
+  Status FsRead(const std::string& sandbox_id, const std::string& path,
+                const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+
+  nlohmann::json Doctor() override { return inner_.Doctor(); }
+  std::string default_isolation() const override { return inner_.default_isolation(); }
+  std::vector<std::string> available_isolations() const override { return inner_.available_isolations(); }
+  std::string microvm_accel() const override { return inner_.microvm_accel(); }
+  SandboxStats& stats() override { return inner_.stats(); }
+  std::vector<PoolStatus> PoolStats() override { return inner_.PoolStats(); }
+  void SetCreateObserver(CreateObserver observer) override { inner_.SetCreateObserver(std::move(observer)); }
+
+ private:
+  // OK when `sandbox_id` is this tenant's; else the S002 of an unknown id.
+  // Ids are never reused, so a sandbox found to be ours stays ours for the
+  // call that follows.
+  Status Own(const std::string& sandbox_id);
+
+  SandboxService& inner_;
+  const std::string tenant_;
+};
+
+}  // namespace skiff
