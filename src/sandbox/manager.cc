@@ -318,6 +318,8 @@ void SandboxManager::Shutdown() {
     sb->Teardown();
     registry_.MarkStopped(*sb);
   }
+  // Creates still booting end in Register, which tears them down now.
+  registry_.WaitCreates();
   pool_.Join();
   registry_.WaitBackgroundTeardowns();
 }

@@ -25,6 +25,12 @@ Status SandboxRegistry::Reserve() {
 void SandboxRegistry::Unreserve() {
   std::lock_guard<std::mutex> lk(mu_);
   --reserved_;
+  teardown_cv_.notify_all();
+}
+
+void SandboxRegistry::WaitCreates() {
+  std::unique_lock<std::mutex> lk(mu_);
+  teardown_cv_.wait(lk, [&] { return reserved_ == 0; });
 }
 
 void SandboxRegistry::TeardownRefused(std::unique_lock<std::mutex>& lk, Sandbox& sb) {

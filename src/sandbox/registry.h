@@ -37,6 +37,11 @@ class SandboxRegistry {
   // max_concurrent_sandboxes, S300 when the daemon is shutting down.
   Status Reserve();
   void Unreserve();
+  // Blocks until no create holds a reservation. After BeginShutdown a
+  // create still booting finishes, is refused by Register (torn down) and
+  // unreserves: Shutdown waits for that, so an exiting daemon leaves no
+  // half-created sandbox (a VMM, its state, a template build) behind.
+  void WaitCreates();
   // Registers a booted sandbox (Starting -> Ready). When the daemon is
   // shutting down it tears the sandbox down instead (-> Stopped) and fails.
   Status Register(const std::shared_ptr<Sandbox>& sb);
@@ -125,7 +130,7 @@ class SandboxRegistry {
   uint32_t reserved_ = 0;                                         // creates in progress
   bool shutting_down_ = false;
   uint32_t pending_teardowns_ = 0;
-  std::condition_variable teardown_cv_;
+  std::condition_variable teardown_cv_;  // pending_teardowns_ or reserved_ went down
   // Warm pools by image; pool_cv_ wakes the filler.
   std::map<std::string, Pool> pools_;
   std::condition_variable pool_cv_;
