@@ -321,7 +321,7 @@ void SandboxManager::Shutdown() {
   // Creates still booting end in Register, which tears them down now.
   registry_.WaitCreates();
   pool_.Join();
-  registry_.WaitBackgroundTeardowns();
+  registry_.WaitTeardowns();
 }
 
 }  // namespace skiff

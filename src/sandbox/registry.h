@@ -81,7 +81,10 @@ class SandboxRegistry {
   // registry: the sandbox (and its fds) is gone before the teardown counts
   // as finished, so a Shutdown that returns leaves nothing open.
   void BackgroundTeardownFinished(std::shared_ptr<Sandbox> sb);
-  void WaitBackgroundTeardowns();
+  // Blocks until every teardown has ended: background ones, and stops or
+  // reaps torn down inline (a `stop` with wait: true on an API thread), so
+  // a daemon exiting after Shutdown never cuts one short.
+  void WaitTeardowns();
 
   // --- shutdown
   // Refuses new work from now on; takes out every live and pooled sandbox

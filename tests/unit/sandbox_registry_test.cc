@@ -202,6 +202,29 @@ TEST(SandboxRegistryLifecycle, ShutdownWaitsForCreatesInProgress) {
   r.WaitCreates();  // nothing in progress: returns at once
 }
 
+// A `stop` with wait: true tears down on its own thread: Shutdown must not
+// return (and the daemon exit) before that teardown has ended.
+TEST(SandboxRegistryLifecycle, ShutdownWaitsForStopsInProgress) {
+  Config c = SmallConfig();
+  SandboxRegistry r(c, {});
+  auto sb = Record("a");
+  ASSERT_TRUE(r.Register(sb).ok());
+  auto stop = r.BeginStop("a");  // the stop's teardown has begun
+  ASSERT_TRUE(stop.ok());
+  EXPECT_TRUE(r.BeginShutdown().empty());  // no longer registered
+  std::atomic<bool> waited{false};
+  std::thread shutdown([&] {
+    r.WaitTeardowns();
+    waited = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(waited);  // the teardown is still running
+  r.FinishTeardown(stop->sandbox);
+  shutdown.join();
+  EXPECT_TRUE(waited);
+  EXPECT_EQ(sb->state, SandboxState::kStopped);
+}
+
 TEST(AgentErrors, ClosedByHostIsAStop) {
   for (AgentCall call : {AgentCall::kFs, AgentCall::kExec}) {
     Error e = AgentConnectionError(call, proto::CloseReason::kClosedByHost, "closed by host", "id1");
