@@ -320,8 +320,10 @@ void SandboxManager::Shutdown() {
     sb->Teardown();
     registry_.MarkStopped(*sb);
   }
+  // Creates still booting end in Register, which tears them down now.
+  registry_.WaitCreates();
   pool_.Join();
-  registry_.WaitBackgroundTeardowns();
+  registry_.WaitTeardowns();
 }
 
 }  // namespace skiff

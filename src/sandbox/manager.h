@@ -67,7 +67,8 @@ class SandboxManager : public SandboxService {
 
   // One reaper pass (the reaper thread calls it every 10 s).
   void ReapOnce() { reaper_.ReapOnce(); }
-  // Stops everything and refuses new work.
+  // Stops everything and refuses new work; returns once creates that were
+  // booting have finished and been torn down too.
   void Shutdown();
 
   const Config& config() const { return config_; }

@@ -25,6 +25,12 @@ Status SandboxRegistry::Reserve() {
 void SandboxRegistry::Unreserve() {
   std::lock_guard<std::mutex> lk(mu_);
   --reserved_;
+  teardown_cv_.notify_all();
+}
+
+void SandboxRegistry::WaitCreates() {
+  std::unique_lock<std::mutex> lk(mu_);
+  teardown_cv_.wait(lk, [&] { return reserved_ == 0; });
 }
 
 void SandboxRegistry::TeardownRefused(std::unique_lock<std::mutex>& lk, Sandbox& sb) {
@@ -171,6 +177,7 @@ void SandboxRegistry::FinishTeardown(const std::shared_ptr<Sandbox>& sb) {
   // A joined stop or reap may have recorded the end already.
   if (sb->state == SandboxState::kStopping) sb->MoveTo(SandboxState::kStopped);
   tearing_down_.erase(sb->id);
+  teardown_cv_.notify_all();
 }
 
 void SandboxRegistry::BackgroundTeardownStarted() {
@@ -191,9 +198,9 @@ void SandboxRegistry::BackgroundTeardownFinished(std::shared_ptr<Sandbox> sb) {
   teardown_cv_.notify_all();
 }
 
-void SandboxRegistry::WaitBackgroundTeardowns() {
+void SandboxRegistry::WaitTeardowns() {
   std::unique_lock<std::mutex> lk(mu_);
-  teardown_cv_.wait(lk, [&] { return pending_teardowns_ == 0; });
+  teardown_cv_.wait(lk, [&] { return pending_teardowns_ == 0 && tearing_down_.empty(); });
 }
 
 std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::BeginShutdown() {

@@ -38,6 +38,11 @@ class SandboxRegistry {
   // max_concurrent_sandboxes, S300 when the daemon is shutting down.
   Status Reserve();
   void Unreserve();
+  // Blocks until no create holds a reservation. After BeginShutdown a
+  // create still booting finishes, is refused by Register (torn down) and
+  // unreserves: Shutdown waits for that, so an exiting daemon leaves no
+  // half-created sandbox (a VMM, its state, a template build) behind.
+  void WaitCreates();
   // Registers a booted sandbox (Starting -> Ready). When the daemon is
   // shutting down it tears the sandbox down instead (-> Stopped) and fails.
   Status Register(const std::shared_ptr<Sandbox>& sb);
@@ -80,7 +85,10 @@ class SandboxRegistry {
   // registry: the sandbox (and its fds) is gone before the teardown counts
   // as finished, so a Shutdown that returns leaves nothing open.
   void BackgroundTeardownFinished(std::shared_ptr<Sandbox> sb);
-  void WaitBackgroundTeardowns();
+  // Blocks until every teardown has ended: background ones, and stops or
+  // reaps torn down inline (a `stop` with wait: true on an API thread), so
+  // a daemon exiting after Shutdown never cuts one short.
+  void WaitTeardowns();
 
   // --- shutdown
   // Refuses new work from now on; takes out every live and pooled sandbox
@@ -129,7 +137,7 @@ class SandboxRegistry {
   uint32_t reserved_ = 0;                                         // creates in progress
   bool shutting_down_ = false;
   uint32_t pending_teardowns_ = 0;
-  std::condition_variable teardown_cv_;
+  std::condition_variable teardown_cv_;  // pending_teardowns_ or reserved_ went down
   // Warm pools by image; pool_cv_ wakes the filler.
   std::map<std::string, Pool> pools_;
   std::condition_variable pool_cv_;

@@ -57,5 +57,22 @@ TEST(StaleStateDirs, RemovesOnlyThoseWhoseOwnerIsGoneOrThatWereAbandoned) {
   (void)RemoveTree(root);
 }
 
+// A directory still being created names its owner: one whose creator died
+// goes at once, however young; one of a live creator stays.
+TEST(StaleStateDirs, ADirectoryBeingCreatedGoesAtOnceWhenItsCreatorIsGone) {
+  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  std::string gone = std::to_string(::getpid()) + ":1";
+  std::string dead = root + "/" + CreatingDirName(gone, "vm-a");
+  std::string live = root + "/" + CreatingDirName(SelfOwnerTag(), "vm-b");
+  ASSERT_EQ(::mkdir(dead.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(live.c_str(), 0700), 0);
+  RemoveStaleStateDirs(root);  // both are young
+  EXPECT_NE(::access(dead.c_str(), F_OK), 0);
+  EXPECT_EQ(::access(live.c_str(), F_OK), 0);
+  (void)RemoveTree(root);
+}
+
 }  // namespace
 }  // namespace skiff::microvm

@@ -3,10 +3,12 @@
 // instance or agent behind them: teardown of such a record does nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "sandbox/agent_errors.h"
 #include "sandbox/registry.h"
@@ -205,6 +207,53 @@ TEST(SandboxRegistryLifecycle, ShutdownTakesEverythingAndRefusesNewWork) {
   EXPECT_EQ(late->state, SandboxState::kStopped);  // torn down, not registered
   EXPECT_FALSE(r.AddPooled("host", Record("late2")).ok());
   EXPECT_FALSE(r.ClaimPooled("host", true, [](Sandbox&) {}).ok());
+}
+
+// A create still booting when the daemon shuts down: Shutdown must not
+// return (and the daemon exit) before that create's sandbox is torn down.
+TEST(SandboxRegistryLifecycle, ShutdownWaitsForCreatesInProgress) {
+  Config c = SmallConfig();
+  SandboxRegistry r(c, {});
+  ASSERT_TRUE(r.Reserve().ok());  // a create has begun booting
+  (void)r.BeginShutdown();
+  std::atomic<bool> waited{false};
+  std::thread shutdown([&] {
+    r.WaitCreates();
+    waited = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(waited);  // the boot is still running
+  auto booted = Record("booted");
+  EXPECT_FALSE(r.Register(booted).ok());             // the boot ends: refused...
+  EXPECT_EQ(booted->state, SandboxState::kStopped);  // ...and torn down
+  EXPECT_FALSE(waited);                              // still reserved until the create unwinds
+  r.Unreserve();
+  shutdown.join();
+  EXPECT_TRUE(waited);
+  r.WaitCreates();  // nothing in progress: returns at once
+}
+
+// A `stop` with wait: true tears down on its own thread: Shutdown must not
+// return (and the daemon exit) before that teardown has ended.
+TEST(SandboxRegistryLifecycle, ShutdownWaitsForStopsInProgress) {
+  Config c = SmallConfig();
+  SandboxRegistry r(c, {});
+  auto sb = Record("a");
+  ASSERT_TRUE(r.Register(sb).ok());
+  auto stop = r.BeginStop("a");  // the stop's teardown has begun
+  ASSERT_TRUE(stop.ok());
+  EXPECT_TRUE(r.BeginShutdown().empty());  // no longer registered
+  std::atomic<bool> waited{false};
+  std::thread shutdown([&] {
+    r.WaitTeardowns();
+    waited = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(waited);  // the teardown is still running
+  r.FinishTeardown(stop->sandbox);
+  shutdown.join();
+  EXPECT_TRUE(waited);
+  EXPECT_EQ(sb->state, SandboxState::kStopped);
 }
 
 TEST(AgentErrors, ClosedByHostIsAStop) {

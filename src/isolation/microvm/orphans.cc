@@ -47,6 +47,14 @@ std::string TrimLine(std::string s) {
 
 std::string SelfOwnerTag() { return std::to_string(::getpid()) + ":" + ProcStartTime(::getpid()); }
 
+namespace {
+constexpr std::string_view kCreatingPrefix = ".creating-";
+}  // namespace
+
+std::string CreatingDirName(const std::string& owner_tag, const std::string& id) {
+  return std::string(kCreatingPrefix) + owner_tag + "-" + id;
+}
+
 bool OwnerGone(const std::string& tag) {
   auto colon = tag.find(':');
   if (colon == std::string::npos) return true;
@@ -97,6 +105,15 @@ void RemoveStaleStateDirs(const std::string& state_root, int abandoned_after_s) 
       std::string owner_file = dir;
       owner_file.append("/").append(kOwnerFile);
       std::string tag = TrimLine(ReadOrEmpty(owner_file));
+      std::string_view name = e->d_name;
+      if (tag.empty() && name.substr(0, kCreatingPrefix.size()) == kCreatingPrefix) {
+        // Being created: the owner is in the name ("pid:start" has no '-').
+        std::string_view rest = name.substr(kCreatingPrefix.size());
+        tag = std::string(rest.substr(0, rest.find('-')));
+        if (!OwnerGone(tag)) continue;
+        stale.push_back(std::move(dir));
+        continue;
+      }
       // Without an owner file the directory is either being created right
       // now by another process or was abandoned mid-creation; only the
       // latter is old.

@@ -15,6 +15,12 @@ inline constexpr const char* kOwnerEnv = "SKIFF_VM_OWNER";  // in the VMM's envi
 // This process's tag.
 std::string SelfOwnerTag();
 
+// The name a VM's state directory has while it is being created, before its
+// owner file is in it and it is renamed to the VM's id: the owner tag is in
+// the name, so a cleanup can tell a directory abandoned by a dead creator
+// from one being created right now without waiting.
+std::string CreatingDirName(const std::string& owner_tag, const std::string& id);
+
 // True when `tag` names no living process: malformed, or its pid is gone or
 // now belongs to a process started at another time.
 bool OwnerGone(const std::string& tag);
@@ -26,9 +32,10 @@ std::string OwnerTagFromEnviron(std::string_view environ);
 // owner is gone.
 void KillOrphanVmms();
 
-// Removes the state directories under `state_root` whose owner is gone, or
-// that have had no owner file for `abandoned_after_s` seconds (abandoned
-// while being created; a younger one is being created right now).
+// Removes the state directories under `state_root` whose owner is gone
+// (from the owner file, or from the name of one being created), or that have
+// had no owner file for `abandoned_after_s` seconds (left by an older skiff;
+// a younger one may be being created right now by one).
 void RemoveStaleStateDirs(const std::string& state_root, int abandoned_after_s = 60);
 
 // Both: what a daemon does at start for VMs left by one that died.

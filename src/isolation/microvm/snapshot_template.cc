@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -141,10 +144,23 @@ Status ResumeLoaded(Qmp& qmp, Clock::time_point deadline) {
   }
 }
 
+// Whether a VMM whose restore failed was SIGKILLed by someone else (the
+// OOM killer, an operator): skiff sends its SIGKILL only after this check,
+// and a template makes QEMU fail or hang, never die of a SIGKILL. Such a
+// failure says nothing about the template.
+bool KilledFromOutside(Launched& l) {
+  using namespace std::chrono_literals;
+  if (!l.proc.exited()) (void)l.proc.Wait(200ms);  // a closed channel: it is dying
+  std::optional<int> st = l.proc.status();
+  return st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL;
+}
+
 // Starts QEMU from the template and hands the agent its per-sandbox state as
-// soon as the guest runs (so its clock is set with little delay).
+// soon as the guest runs (so its clock is set with little delay). On failure
+// `*killed` says whether the VMM was killed from outside (KilledFromOutside).
 Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string& dir,
-                         const SandboxPolicy& policy) {
+                         const SandboxPolicy& policy, bool* killed) {
+  *killed = false;
   UniqueFd in(::open((dir + "/state").c_str(), O_RDONLY | O_CLOEXEC));
   if (!in) return Error::Sys(Code::kS300, "open", dir + "/state", errno);
   TemplateStore::Touch(in.get());
@@ -156,7 +172,10 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   {
     Qmp qmp(std::move(l.qmp));
     Status st = ResumeLoaded(qmp, deadline);
-    if (!st.ok()) return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
+    if (!st.ok()) {
+      *killed = KilledFromOutside(l);
+      return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
+    }
   }
   std::string h = GuestHostname(policy.hostname);
   SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
@@ -164,10 +183,15 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   ::clock_gettime(CLOCK_REALTIME, &now);
   proto::Resume resume{seed, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec, h};
   std::string frame = proto::EncodeResumeHello(resume);
-  if (!SendAll(l.chan.get(), frame).ok())
+  if (!SendAll(l.chan.get(), frame).ok()) {
+    *killed = KilledFromOutside(l);
     return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
+  }
   std::string failure = WaitForAgent(l, deadline);
-  if (!failure.empty()) return BootFailure(l, "restoring the snapshot failed: " + failure);
+  if (!failure.empty()) {
+    *killed = KilledFromOutside(l);
+    return BootFailure(l, "restoring the snapshot failed: " + failure);
+  }
   return l;
 }
 
@@ -237,10 +261,17 @@ std::optional<Launched> RestoreFromTemplate(const Parts& parts, const LaunchSpec
     return st;
   };
   Status st = OkStatus();
+  bool killed = false;
   if (Result<TemplateLease> lease = store.Acquire(key, build); !lease.ok()) {
     st = std::move(lease).error();
-  } else if (Result<Launched> r = Restore(parts, tpl_spec, lease->dir(), policy); !r.ok()) {
+  } else if (Result<Launched> r = Restore(parts, tpl_spec, lease->dir(), policy, &killed); !r.ok()) {
     st = std::move(r).error();
+    if (killed) {
+      // Not the template's fault: keep it, and snapshots, for the next create.
+      SKIFF_LOG(Warn) << "microvm: the VMM was killed while restoring a snapshot; booting instead: "
+                      << st.error().message();
+      return std::nullopt;
+    }
     // A template that does not restore is discarded (rebuilt next time).
     lease->Discard();
   } else {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>  // renameat2
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -133,14 +134,24 @@ Result<Launched> Launch(const LaunchSpec& spec, const Parts& parts) {
   Launched l;
   SKIFF_RETURN_IF_ERROR(MakeDirs(StateRoot(), 0700));
   std::string state = StateRoot() + "/" + spec.id;
-  if (::mkdir(state.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", state, errno);
+  std::string owner = SelfOwnerTag();
+  // Made under a name carrying the owner tag, and renamed to the id only
+  // with its owner file in it: a daemon killed at any point leaves a
+  // directory a cleanup can attribute (orphans.h, CreatingDirName).
+  {
+    std::string creating = StateRoot() + "/" + CreatingDirName(owner, spec.id);
+    if (::mkdir(creating.c_str(), 0700) != 0) return Error::Sys(Code::kS300, "mkdir", creating, errno);
+    StateDir cleanup(creating);
+    // Written whole and renamed into place: a concurrent cleanup never
+    // reads half a tag (which would name a process that is gone).
+    SKIFF_RETURN_IF_ERROR(WriteFileAtomic(creating + "/" + kOwnerFile, owner + "\n", 0644));
+    if (::renameat2(AT_FDCWD, creating.c_str(), AT_FDCWD, state.c_str(), RENAME_NOREPLACE) != 0)
+      return Error::Sys(Code::kS300, "rename", state, errno);
+    cleanup.Release();
+  }
   l.state = StateDir(state);
   std::string vmroot = state + "/vmm-root";
   if (::mkdir(vmroot.c_str(), 0755) != 0) return Error::Sys(Code::kS300, "mkdir", vmroot, errno);
-  std::string owner = SelfOwnerTag();
-  // Written whole and renamed into place: a concurrent cleanup never reads
-  // half a tag (which would name a process that is gone).
-  SKIFF_RETURN_IF_ERROR(WriteFileAtomic(state + "/" + kOwnerFile, owner + "\n", 0644));
   auto open_log = [](const std::string& p) {
     return UniqueFd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
   };
