@@ -11,6 +11,7 @@
 
 #include "base/file_io.h"
 #include "base/fs_util.h"
+#include "isolation/microvm/vm_launch.h"
 
 namespace skiff::microvm {
 namespace {
@@ -71,6 +72,33 @@ TEST(StaleStateDirs, ADirectoryBeingCreatedGoesAtOnceWhenItsCreatorIsGone) {
   RemoveStaleStateDirs(root);  // both are young
   EXPECT_NE(::access(dead.c_str(), F_OK), 0);
   EXPECT_EQ(::access(live.c_str(), F_OK), 0);
+  (void)RemoveTree(root);
+}
+
+// A directory being removed names its owner too: killed half-way through
+// (the owner file already gone), a dead remover's goes at once, a live
+// one's stays. Removing one goes through that name and leaves nothing.
+TEST(StaleStateDirs, ADirectoryBeingRemovedNamesItsOwner) {
+  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  std::string gone = std::to_string(::getpid()) + ":1";
+  EXPECT_EQ(OwnerFromDirName(RemovingDirName(gone, "vm-a")), gone);
+  EXPECT_EQ(OwnerFromDirName(CreatingDirName(gone, "vm-a")), gone);
+  EXPECT_EQ(OwnerFromDirName("vm-a"), "");
+  std::string dead = root + "/" + RemovingDirName(gone, "vm-a");
+  std::string live = root + "/" + RemovingDirName(SelfOwnerTag(), "vm-b");
+  ASSERT_EQ(::mkdir(dead.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(live.c_str(), 0700), 0);
+  RemoveStaleStateDirs(root);
+  EXPECT_NE(::access(dead.c_str(), F_OK), 0);
+  EXPECT_EQ(::access(live.c_str(), F_OK), 0);
+  std::string vm = root + "/vm-c";
+  ASSERT_EQ(::mkdir(vm.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((vm + "/vmm-root").c_str(), 0700), 0);
+  RemoveStateDir(vm);
+  EXPECT_NE(::access(vm.c_str(), F_OK), 0);
+  EXPECT_NE(::access((root + "/" + RemovingDirName(SelfOwnerTag(), "vm-c")).c_str(), F_OK), 0);
   (void)RemoveTree(root);
 }
 

@@ -97,7 +97,7 @@ class MicrovmInstance : public Instance {
     report_ = ReportLocked();
     chan_.reset();
     net_.reset();  // slirp4netns killed; the namespace and its taps go with it
-    RemoveTreeLogged(state_dir_);
+    RemoveStateDir(state_dir_);
   }
 
   bool Running() override {

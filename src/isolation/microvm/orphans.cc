@@ -49,10 +49,25 @@ std::string SelfOwnerTag() { return std::to_string(::getpid()) + ":" + ProcStart
 
 namespace {
 constexpr std::string_view kCreatingPrefix = ".creating-";
+constexpr std::string_view kRemovingPrefix = ".removing-";
 }  // namespace
 
 std::string CreatingDirName(const std::string& owner_tag, const std::string& id) {
   return std::string(kCreatingPrefix) + owner_tag + "-" + id;
+}
+
+std::string RemovingDirName(const std::string& owner_tag, const std::string& id) {
+  return std::string(kRemovingPrefix) + owner_tag + "-" + id;
+}
+
+std::string OwnerFromDirName(std::string_view name) {
+  for (std::string_view prefix : {kCreatingPrefix, kRemovingPrefix}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    // "pid:start" has no '-'.
+    std::string_view rest = name.substr(prefix.size());
+    return std::string(rest.substr(0, rest.find('-')));
+  }
+  return {};
 }
 
 bool OwnerGone(const std::string& tag) {
@@ -105,13 +120,9 @@ void RemoveStaleStateDirs(const std::string& state_root, int abandoned_after_s) 
       std::string owner_file = dir;
       owner_file.append("/").append(kOwnerFile);
       std::string tag = TrimLine(ReadOrEmpty(owner_file));
-      std::string_view name = e->d_name;
-      if (tag.empty() && name.substr(0, kCreatingPrefix.size()) == kCreatingPrefix) {
-        // Being created: the owner is in the name ("pid:start" has no '-').
-        std::string_view rest = name.substr(kCreatingPrefix.size());
-        tag = std::string(rest.substr(0, rest.find('-')));
-        if (!OwnerGone(tag)) continue;
-        stale.push_back(std::move(dir));
+      if (std::string named = OwnerFromDirName(e->d_name); !named.empty()) {
+        // Being created or removed: the owner is in the name.
+        if (OwnerGone(named)) stale.push_back(std::move(dir));
         continue;
       }
       // Without an owner file the directory is either being created right
@@ -128,7 +139,7 @@ void RemoveStaleStateDirs(const std::string& state_root, int abandoned_after_s) 
     }
     for (const auto& s : stale) {
       SKIFF_LOG(Info) << "microvm: removing stale state " << s;
-      RemoveTreeLogged(s);
+      RemoveStateDir(s);
     }
   }
 }

@@ -20,6 +20,12 @@ std::string SelfOwnerTag();
 // the name, so a cleanup can tell a directory abandoned by a dead creator
 // from one being created right now without waiting.
 std::string CreatingDirName(const std::string& owner_tag, const std::string& id);
+// The name it has while being removed: renamed first, so a process killed
+// half-way through (the owner file already gone) leaves a directory whose
+// name still says whose it was.
+std::string RemovingDirName(const std::string& owner_tag, const std::string& id);
+// The owner tag in a `.creating-` or `.removing-` name; empty for any other.
+std::string OwnerFromDirName(std::string_view name);
 
 // True when `tag` names no living process: malformed, or its pid is gone or
 // now belongs to a process started at another time.

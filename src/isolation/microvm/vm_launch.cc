@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>  // renameat2
 #include <cstdlib>
@@ -91,6 +92,19 @@ void RemoveTreeLogged(const std::string& path) {
   if (auto st = RemoveTree(path); !st.ok()) SKIFF_LOG(Warn) << "microvm: " << st.error().message();
 }
 
+void RemoveStateDir(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (!OwnerFromDirName(name).empty()) return RemoveTreeLogged(path);
+  std::string removing = parent + "/" + RemovingDirName(SelfOwnerTag(), name);
+  if (::rename(path.c_str(), removing.c_str()) != 0) {
+    if (errno != ENOENT) SKIFF_LOG(Warn) << "microvm: rename " << path << ": " << std::strerror(errno);
+    return RemoveTreeLogged(path);
+  }
+  RemoveTreeLogged(removing);
+}
+
 StateDir::StateDir(StateDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
 StateDir& StateDir::operator=(StateDir&& o) noexcept {
   if (this != &o) {
@@ -101,7 +115,7 @@ StateDir& StateDir::operator=(StateDir&& o) noexcept {
 }
 std::string StateDir::Release() { return std::exchange(path_, {}); }
 void StateDir::Reset() {
-  if (!path_.empty()) RemoveTreeLogged(path_);
+  if (!path_.empty()) RemoveStateDir(path_);
   path_.clear();
 }
 

@@ -52,6 +52,11 @@ class StateDir {
 
 // Removes a tree, logging (not returning) a failure.
 void RemoveTreeLogged(const std::string& path);
+// Removes a VM's state directory: renamed first to its `.removing-` name
+// with this process's owner tag (orphans.h), so being killed half-way
+// leaves a directory a cleanup attributes at once. A directory already
+// under a `.creating-`/`.removing-` name is removed as it is.
+void RemoveStateDir(const std::string& path);
 
 // The host files a VM is made of, resolved once per start.
 struct Parts {
