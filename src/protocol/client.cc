@@ -91,13 +91,23 @@ std::string_view CloseReasonName(CloseReason r) {
 // ---------------------------------------------------------------- Stream
 
 Stream::~Stream() {
-  bool need_cancel;
-  {
-    std::lock_guard<std::mutex> lk(client_->mu_);
-    need_cancel = !done_ && !client_->dead_;
+  // Nothing may escape a destructor. Should the CANCEL fail to be built or
+  // sent (out of memory), the agent finishes the operation on its own; the
+  // stream is forgotten either way, so the client never delivers to it.
+  try {
+    bool need_cancel;
+    {
+      std::lock_guard<std::mutex> lk(client_->mu_);
+      need_cancel = !done_ && !client_->dead_;
+    }
+    if (need_cancel) (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 0, {}));
+  } catch (...) {
   }
-  if (need_cancel) (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 0, {}));
-  client_->ForgetStream(id_);
+  try {
+    client_->ForgetStream(id_);
+  } catch (...) {
+    std::terminate();  // a stream the client still holds would dangle
+  }
 }
 
 Status Stream::Deliver(Event e) {
