@@ -15,6 +15,7 @@
 #include "agent/fs_request.h"
 #include "agent/spawn_failure.h"
 #include "base/child_report.h"
+#include "base/raw_ids.h"
 
 namespace skiff::agent {
 namespace {
@@ -86,12 +87,8 @@ const int* ChangedSignals() {
   // clears every remaining capability.
   if (req.creds) {
     const Credentials& c = *req.creds;
-    if (::syscall(SYS_setgroups, c.groups.size(), c.groups.data()) < 0)
-      Fail(report_w, SpawnStep::kCredentials, errno, "setgroups");
-    if (::syscall(SYS_setresgid, c.gid, c.gid, c.gid) < 0)
-      Fail(report_w, SpawnStep::kCredentials, errno, "setresgid");
-    if (::syscall(SYS_setresuid, c.uid, c.uid, c.uid) < 0)
-      Fail(report_w, SpawnStep::kCredentials, errno, "setresuid");
+    if (const char* failed = SetIdsRaw(c.groups.data(), c.groups.size(), c.gid, c.uid))
+      Fail(report_w, SpawnStep::kCredentials, errno, failed);
   }
   int saved = ENOENT;
   bool eacces = false;

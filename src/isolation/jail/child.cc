@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "base/child_report.h"
+#include "base/raw_ids.h"
 #include "confine/confine.h"
 
 namespace skiff::jail {
@@ -273,9 +274,7 @@ int RunChild(void* arg) noexcept {
   // root inside holds no capability over them (it cannot mount, unmount the
   // masks, or reconfigure the network).
   Check(p, ::syscall(SYS_setns, p.userns_fd, CLONE_NEWUSER), "setns", "user namespace");
-  Check(p, ::syscall(SYS_setgroups, 0, nullptr), "setgroups", "0");
-  Check(p, ::syscall(SYS_setresgid, 0, 0, 0), "setresgid", "0");
-  Check(p, ::syscall(SYS_setresuid, 0, 0, 0), "setresuid", "0");
+  if (const char* failed = SetIdsRaw(nullptr, 0, 0, 0)) Fail(p, errno, failed, "0");
 
   // Final descriptors: 3 = channel, 4 = agent binary (close-on-exec). Move
   // them out of the way first so no dup2 clobbers another.

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/child_report.h"
+#include "base/raw_ids.h"
 
 namespace skiff::microvm {
 namespace {
@@ -124,18 +125,10 @@ const char* RunOp(const VmmPlan& plan, const VmmPlan::Op& op) {
     rlimit fsize{plan.max_file_bytes, plan.max_file_bytes};
     if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(err_pipe, "setrlimit", "RLIMIT_FSIZE", errno);
   }
-  // Raw system calls, not libc's wrappers: those change the ids of every
-  // thread of the process (glibc's setxid broadcast), and this child of a
-  // raw clone3 still carries the parent's thread list. The broadcast then
-  // waits forever for threads that are not here, or for a lock one of them
-  // held at the clone (seen: a VMM launch hung in futex_wait, its create
-  // never returned). The child has one thread: the raw call is enough.
-  if (::syscall(SYS_setgroups, plan.groups.size(), plan.groups.data()) != 0)
-    ChildFail(err_pipe, "setgroups", "", errno);
-  if (::syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0)
-    ChildFail(err_pipe, "setresgid", "", errno);
-  if (::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0)
-    ChildFail(err_pipe, "setresuid", "", errno);
+  // Raw system calls (base/raw_ids.h): libc's wrappers hang in this child of
+  // a raw clone3 of the multi-threaded daemon.
+  if (const char* failed = SetIdsRaw(plan.groups.data(), plan.groups.size(), plan.gid, plan.uid))
+    ChildFail(err_pipe, failed, "", errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     ChildFail(err_pipe, "prctl", "PR_SET_NO_NEW_PRIVS", errno);
   ::execve(plan.exec_path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(envp));
