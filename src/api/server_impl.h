@@ -295,6 +295,7 @@ struct Server::Impl {
               {"calls",
                {{"lanes", busy.lanes},
                 {"threads", busy.threads},
+                {"running", busy.running},
                 {"queued", busy.queued},
                 {"max_threads", kMaxLaneThreads}}}};
     return h;

@@ -98,7 +98,10 @@ LaneExecutor::Stats LaneExecutor::stats() const {
   Stats s;
   s.lanes = lanes_.size();
   s.threads = live_threads_;
-  for (const auto& [key, lane] : lanes_) s.queued += lane.queue.size();
+  for (const auto& [key, lane] : lanes_) {
+    s.running += lane.running;
+    s.queued += lane.queue.size();
+  }
   return s;
 }
 

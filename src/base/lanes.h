@@ -34,6 +34,7 @@ class LaneExecutor {
   struct Stats {
     size_t lanes = 0;
     size_t threads = 0;
+    size_t running = 0;  // tasks being run now (the rest of `threads` idle)
     size_t queued = 0;
   };
 

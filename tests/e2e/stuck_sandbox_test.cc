@@ -98,7 +98,9 @@ TEST_P(StuckSandboxTest, AStuckAgentHoldsOnlyItsOwnLane) {
       return std::make_pair(r, Since(t0));
     }));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Until all three are in the lane (/healthz counts the calls running).
+  for (int i = 0; i < 100 && d.Get("/healthz").Json()["calls"].value("running", 0) < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // A fourth is refused at once.
   auto t1 = Clock::now();
   Http refused = d.Call("sandbox::fs::ls", {{"sandbox_id", stuck}, {"path", "/"}});

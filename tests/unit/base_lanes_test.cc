@@ -47,6 +47,8 @@ TEST(LaneExecutorTest, BlockedLaneDoesNotDelayAnother) {
   for (int i = 0; i < 500 && started.load() < 2; ++i) std::this_thread::sleep_for(10ms);
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(started.load(), 2);
+  EXPECT_EQ(ex.stats().running, 2u);
+  EXPECT_EQ(ex.stats().queued, 2u);
   gate.Open();
 }
 
