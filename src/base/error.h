@@ -36,6 +36,8 @@ enum class Code {
   kS217,  // bad regex
   kS218,  // stream stalled / aborted (retryable)
   kS219,  // agent does not support the request
+  kS220,  // live process not found
+  kS221,  // live process in the wrong state (exited, no stdin, no terminal)
   kS300,  // platform failure
   kS400,  // resource limit
 };

@@ -12,7 +12,7 @@ constexpr std::string_view kParentsNote =
     "directories";
 constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
-constexpr std::array<CodeInfo, 20> kCodes = {{
+constexpr std::array<CodeInfo, 22> kCodes = {{
     {Code::kS001, "validation", 400, false,
      "Payload not an object; missing or mistyped field; invalid sandbox_id; exec command-shape "
      "errors; invalid map-env names; bad base64; fs::write body both/neither; NUL in a path, "
@@ -73,6 +73,14 @@ constexpr std::array<CodeInfo, 20> kCodes = {{
     {Code::kS219, "filesystem", 500, false,
      "The sandbox's agent does not understand the request (version skew). Only this request "
      "fails.",
+     ""},
+    {Code::kS220, "validation", 404, false,
+     "No live process with that pid in the sandbox (never started through sandbox::process::start, "
+     "or forgotten after it exited)",
+     "list the sandbox's processes with sandbox::process::list"},
+    {Code::kS221, "validation", 409, false,
+     "The process is in the wrong state for the call: input or a signal to an exited process, input "
+     "with stdin closed or never opened, resize of a process without a terminal, forget of a running one",
      ""},
     {Code::kS300, "platform", 500, false,
      "Boot failure or 30 s boot timeout; requested isolation unavailable; sandbox crashed; "

@@ -44,6 +44,21 @@
 //               regex, first_only, ignore_case,                  "total_replacements"}
 //               recursive, include_glob[], exclude_glob[]        (FsSedResult)
 //               (FsSedRequest)
+//   proc.start  argv[], env[], cwd?, user?, tag?, pty?     RESULT ProcInfo: the process runs on in the
+//               {rows, cols}, stdin, buffer_bytes?,      agent's process table (process_messages.h)
+//               timeout_ms? (ProcStartRequest)
+//   proc.list   - (ProcListRequest)                      RESULT {"processes":[ProcInfo]} (ProcListResult)
+//   proc.output pid, stdout_from, stderr_from, follow    META {stdout_from, stderr_from}, DATA on
+//               (ProcOutputRequest)                      kStdout/kStderr, META {gap} when the ring
+//                                                        overwrote unsent bytes, END both, RESULT
+//                                                        ProcInfo (ProcOutputMeta)
+//   proc.input  pid, close; bytes as DATA on kStdin,     RESULT {"bytes_written"} (ProcInputResult)
+//               then END (ProcInputRequest)
+//   proc.signal pid, signal ("INT", ...)                 RESULT {} (EmptyResult)
+//   proc.wait   pid, timeout_ms? (ProcWaitRequest)       RESULT ProcInfo (exited, or running at the
+//                                                        timeout)
+//   proc.resize pid, rows, cols (ProcResizeRequest)      RESULT {} (EmptyResult)
+//   proc.forget pid (ProcForgetRequest)                  RESULT {} (EmptyResult)
 //   shutdown    - (ShutdownRequest)                      RESULT {} (EmptyResult) then the agent
 //                                                        kills every process and exits (the VM
 //                                                        powers off)
@@ -79,6 +94,7 @@
 #include "protocol/exec_messages.h"
 #include "protocol/fs_messages.h"
 #include "protocol/ops.h"
+#include "protocol/process_messages.h"
 
 namespace skiff::proto {
 

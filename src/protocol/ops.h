@@ -19,4 +19,12 @@ inline constexpr std::string_view kFsMv = "fs.mv";
 inline constexpr std::string_view kFsChmod = "fs.chmod";
 inline constexpr std::string_view kFsGrep = "fs.grep";
 inline constexpr std::string_view kFsSed = "fs.sed";
+inline constexpr std::string_view kProcStart = "proc.start";
+inline constexpr std::string_view kProcList = "proc.list";
+inline constexpr std::string_view kProcOutput = "proc.output";
+inline constexpr std::string_view kProcInput = "proc.input";
+inline constexpr std::string_view kProcSignal = "proc.signal";
+inline constexpr std::string_view kProcWait = "proc.wait";
+inline constexpr std::string_view kProcResize = "proc.resize";
+inline constexpr std::string_view kProcForget = "proc.forget";
 }  // namespace skiff::proto::op
