@@ -60,6 +60,34 @@ size_t Utf8SeqLen(std::string_view s, size_t i) {
 
 }  // namespace
 
+std::string Base64Encode(std::string_view in) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(in[k])); };
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = byte(i) << 16;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = byte(i) << 16 | byte(i + 1) << 8;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
 std::optional<std::string> Base64Decode(std::string_view in, std::string* why) {
   auto fail = [&](std::string w) -> std::optional<std::string> {
     if (why) *why = std::move(w);

@@ -11,6 +11,8 @@ namespace skiff {
 // RFC 4648 standard alphabet with '=' padding; no whitespace. On failure
 // returns nullopt and sets *why (if given) to a short reason.
 std::optional<std::string> Base64Decode(std::string_view text, std::string* why = nullptr);
+// RFC 4648 base64 with padding.
+std::string Base64Encode(std::string_view bytes);
 
 bool IsValidUtf8(std::string_view s);
 // Replaces each invalid UTF-8 sequence with U+FFFD.

@@ -41,6 +41,14 @@ inline constexpr uint32_t kChannelBufferDefault = 64;
 inline constexpr uint32_t kChannelBufferMin = 1;
 inline constexpr uint32_t kChannelBufferMax = 1024;
 inline constexpr size_t kInfoBatchMax = 32;
+// Inline output of sandbox::process::output: bytes per channel by default
+// and at most.
+inline constexpr uint64_t kProcessOutputDefaultBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kProcessOutputMaxBytes = uint64_t{8} << 20;
+// sandbox::process::wait without timeout_ms waits this long, and at most
+// kProcessWaitMaxMs.
+inline constexpr uint64_t kProcessWaitDefaultMs = 30000;
+inline constexpr uint64_t kProcessWaitMaxMs = 300000;
 inline constexpr std::string_view kDefaultDirMode = "0755";
 inline constexpr std::string_view kDefaultFileMode = "0644";
 

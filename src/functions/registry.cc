@@ -14,6 +14,7 @@
 #include "base/text.h"
 #include "functions/decode.h"
 #include "functions/errors.h"
+#include "functions/process_handlers.h"
 #include "functions/schemas.h"
 #include "protocol/fs_call.h"
 #include "protocol/ops.h"
@@ -596,6 +597,36 @@ std::vector<FunctionDef> BuildTable() {
   t.push_back(Def("sandbox::fs::sed",
                   "Find and replace (regex or literal) across a file list or a directory tree.", HandleSed,
                   with({C::kS210, C::kS217})));
+  // Live processes (functions/process_handlers.h).
+  const std::vector<C> proc_base = {C::kS001, C::kS002, C::kS004, C::kS200, C::kS219, C::kS220, C::kS300};
+  auto proc = [&](std::vector<C> extra) {
+    std::vector<C> v = proc_base;
+    v.insert(v.end(), extra.begin(), extra.end());
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  t.push_back(
+      Def("sandbox::process::start",
+          "Start a process in the background (optionally on a pseudo-terminal); returns its pid at "
+          "once.",
+          fn::HandleProcessStart,
+          {C::kS001, C::kS002, C::kS004, C::kS200, C::kS211, C::kS212, C::kS219, C::kS300, C::kS400}));
+  t.push_back(Def("sandbox::process::list", "List a sandbox's live processes and recently exited ones.",
+                  fn::HandleProcessList, {C::kS001, C::kS002, C::kS004, C::kS200, C::kS219, C::kS300}));
+  t.push_back(Def("sandbox::process::output",
+                  "Read a process's output from absolute offsets, or follow it through a data channel.",
+                  fn::HandleProcessOutput, proc({C::kS216, C::kS400})));
+  t.push_back(Def("sandbox::process::input", "Write to a process's stdin or terminal; optionally close it.",
+                  fn::HandleProcessInput, proc({C::kS221})));
+  t.push_back(Def("sandbox::process::signal",
+                  "Send INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT or WINCH to a process's group.",
+                  fn::HandleProcessSignal, proc({C::kS221})));
+  t.push_back(Def("sandbox::process::wait", "Wait for a process to exit, up to a timeout.",
+                  fn::HandleProcessWait, proc({})));
+  t.push_back(Def("sandbox::process::resize", "Resize a PTY process's terminal.", fn::HandleProcessResize,
+                  proc({C::kS221})));
+  t.push_back(Def("sandbox::process::forget", "Remove an exited process from the list.",
+                  fn::HandleProcessForget, proc({C::kS221})));
   t.push_back(Def("engine::functions::list", "List the functions this server provides.", HandleFunctionsList,
                   {C::kS001}));
   t.push_back(Def("engine::functions::info", "Details and schemas of one function, or of up to 32 functions.",

@@ -22,7 +22,8 @@ Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::strin
   switch (call) {
     case AgentCall::kFs:
       return Error(Code::kS216, "fs i/o error: sandbox transport: " + std::string(failure));
-    case AgentCall::kExec: {
+    case AgentCall::kExec:
+    case AgentCall::kProcess: {
       std::string report = exit_report ? exit_report() : std::string();
       return Platform("sandbox", "the sandbox's agent died (" + std::string(failure) + ")" +
                                      (report.empty() ? std::string() : ": " + report));

@@ -23,15 +23,16 @@ Error SandboxStopped(std::string_view sandbox_id);
 
 // What the failed call was doing when the connection ended.
 enum class AgentCall {
-  kFs,    // an fs op (open, stream or result)
-  kExec,  // an exec stream
+  kFs,       // an fs op (open, stream or result)
+  kExec,     // an exec stream
+  kProcess,  // a live-process op or stream (proc.*)
 };
 
 // Maps the end of an agent connection to the call's error: `reason` is why
 // it ended (proto::Client::close_reason(), or a kClosed event's), `failure`
 // the text for the message. Closed by the host (a stop, reap or shutdown):
 // S004 "sandbox already stopped: <id>". Otherwise, for kFs: S216 "fs i/o
-// error: sandbox transport: <failure>"; for kExec: S300 "the sandbox's agent
+// error: sandbox transport: <failure>"; for kExec and kProcess: S300 "the sandbox's agent
 // died (<failure>)[: <exit_report()>]" (`exit_report` is asked only then).
 Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::string_view failure,
                            std::string_view sandbox_id,

@@ -1,7 +1,6 @@
 // SandboxManager::Exec (docs/api.md#sandboxexec): admission against the exec cap, the
 // environment layers, the agent's exec stream and its output capture.
 #include <algorithm>
-#include <set>
 #include <thread>
 
 #include "base/text.h"
@@ -10,6 +9,7 @@
 #include "protocol/exec_messages.h"
 #include "protocol/ops.h"
 #include "sandbox/agent_errors.h"
+#include "sandbox/command_env.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
@@ -19,8 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kOutputLimit = 1u << 20;
 constexpr uint64_t kDefaultExecTimeoutMs = 300000;
-
-const char* kBasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 // Keeps the first kOutputLimit bytes of a stream.
 struct Capture {
@@ -32,23 +30,6 @@ struct Capture {
     bytes.append(b.substr(0, std::min(room, b.size())));
   }
 };
-
-// Environment layers (docs/api.md#sandboxexec): base, image, sandbox, exec; later wins.
-std::vector<std::string> LayeredEnv(const Sandbox& sb, const Env& exec_env) {
-  std::vector<std::pair<std::string, std::string>> layered = {{"PATH", kBasePath}, {"HOME", "/root"}};
-  for (const auto& kv : sb.image_env) {
-    auto eq = kv.find('=');
-    if (eq != std::string::npos && eq > 0) layered.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  for (const auto& kv : sb.env) layered.push_back(kv);
-  for (const auto& kv : exec_env) layered.push_back(kv);
-  std::vector<std::string> env;
-  std::set<std::string> seen;
-  for (auto it = layered.rbegin(); it != layered.rend(); ++it)
-    if (seen.insert(it->first).second) env.push_back(it->first + "=" + it->second);
-  std::reverse(env.begin(), env.end());
-  return env;
-}
 
 }  // namespace
 
@@ -65,7 +46,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   if (effective == 0) return Error(Code::kS200, "exec timed out after 0 ms");
 
   std::vector<std::string> env = LayeredEnv(*sb, spec.env);
-  std::string cwd = spec.workdir.value_or(sb->image_workdir.empty() ? "/" : sb->image_workdir);
+  std::string cwd = CommandCwd(*sb, spec.workdir);
   proto::ExecRequest req;
   req.argv = spec.argv;
   req.env = std::move(env);
@@ -75,8 +56,7 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   req.output_limit = static_cast<int64_t>(kOutputLimit);
   // The image's User (OCI config), resolved by the agent inside the sandbox;
   // root needs no switch.
-  if (!sb->image_user.empty() && sb->image_user != "root" && sb->image_user != "0" && sb->image_user != "0:0")
-    req.user = sb->image_user;
+  req.user = ImageUser(*sb);
   auto stream_or = sb->client->Open(req.ToJson());
   if (!stream_or.ok()) {
     if (registry_.Stopping(*sb)) return SandboxStopped(sb->id);

@@ -64,6 +64,12 @@ class SandboxManager : public SandboxService {
                                  bool parents, const ByteSource& source) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+  Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) override;
+  Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id, const proto::ProcOutputRequest& req,
+                                        ProcessOutputSink& sink) override;
+  Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
+                                              const proto::ProcInputRequest& req,
+                                              const ByteSource& source) override;
 
   // One reaper pass (the reaper thread calls it every 10 s).
   void ReapOnce() { reaper_.ReapOnce(); }

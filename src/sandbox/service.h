@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "images/catalog.h"
 #include "protocol/fs_call.h"
+#include "protocol/process_call.h"
 #include "sandbox/types.h"
 
 namespace skiff {
@@ -40,6 +41,20 @@ class SandboxService {
   // fs::read: `on_meta` is called once before any byte; `sink` gets the bytes.
   virtual Status FsRead(const std::string& sandbox_id, const std::string& path,
                         const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) = 0;
+
+  // Live processes (docs/api.md#sandboxprocessstart). A one-shot op, already
+  // validated; returns the agent's RESULT, checked against the op's answer
+  // type. A proc.start carries the caller's env, cwd and user: the service
+  // layers them as for exec (sandbox/command_env.h).
+  virtual Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) = 0;
+  // proc.output into `sink`; the process's record at the end.
+  virtual Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id,
+                                                const proto::ProcOutputRequest& req,
+                                                ProcessOutputSink& sink) = 0;
+  // proc.input of the bytes `source` yields.
+  virtual Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
+                                                      const proto::ProcInputRequest& req,
+                                                      const ByteSource& source) = 0;
 
   // Host facts for doctor, /healthz and /metrics.
   virtual nlohmann::json Doctor() = 0;

@@ -63,4 +63,23 @@ Status TenantScope::FsRead(const std::string& sandbox_id, const std::string& pat
   return inner_.FsRead(sandbox_id, path, on_meta, sink);
 }
 
+Result<nlohmann::json> TenantScope::Process(const std::string& sandbox_id, const proto::ProcessCall& call) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Process(sandbox_id, call);
+}
+
+Result<proto::ProcInfo> TenantScope::ProcessOutput(const std::string& sandbox_id,
+                                                   const proto::ProcOutputRequest& req,
+                                                   ProcessOutputSink& sink) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.ProcessOutput(sandbox_id, req, sink);
+}
+
+Result<proto::ProcInputResult> TenantScope::ProcessInput(const std::string& sandbox_id,
+                                                         const proto::ProcInputRequest& req,
+                                                         const ByteSource& source) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.ProcessInput(sandbox_id, req, source);
+}
+
 }  // namespace skiff

@@ -37,6 +37,13 @@ class TenantScope : public SandboxService {
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
 
+  Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) override;
+  Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id, const proto::ProcOutputRequest& req,
+                                        ProcessOutputSink& sink) override;
+  Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
+                                              const proto::ProcInputRequest& req,
+                                              const ByteSource& source) override;
+
   nlohmann::json Doctor() override { return inner_.Doctor(); }
   std::string default_isolation() const override { return inner_.default_isolation(); }
   std::vector<std::string> available_isolations() const override { return inner_.available_isolations(); }

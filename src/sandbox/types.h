@@ -48,6 +48,24 @@ struct OutputSink {
   virtual void OnStderr(std::string_view bytes) = 0;
 };
 
+// Receives a live process's output as proc.output streams it
+// (SandboxService::ProcessOutput). Offsets are absolute byte offsets of the
+// process's stdout (channel 1) or stderr (channel 2). Returning false ends
+// the stream (the reader went away); the process keeps running.
+struct ProcessOutputSink {
+  virtual ~ProcessOutputSink() = default;
+  // Once, first: where each channel's bytes start (above the asked offset
+  // when the process's buffer no longer held those bytes).
+  virtual bool OnStart(int64_t stdout_from, int64_t stderr_from) = 0;
+  virtual bool OnData(uint8_t channel, int64_t offset, std::string_view bytes) = 0;
+  // The bytes [from, to) of `channel` were overwritten before they could be
+  // sent; the channel continues at `to`.
+  virtual bool OnGap(uint8_t channel, int64_t from, int64_t to) = 0;
+  // Asked about once a second while a followed process is quiet: false
+  // ends the stream (a client that disconnected without a byte to write).
+  virtual bool Wanted() { return true; }
+};
+
 struct ExecSpec {
   std::string sandbox_id;
   std::vector<std::string> argv;  // resolved command shape, argv[0] = program

@@ -24,6 +24,7 @@
 #include "base/pidfd.h"
 #include "base/scoped_dir.h"
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "base/thread.h"
 
 namespace skiff {
@@ -403,6 +404,21 @@ TEST(LogRateLimit, EachCallSiteHasItsOwnBudget) {
   }
   EXPECT_EQ(a, static_cast<int>(log::kLimitedBurst));
   EXPECT_EQ(b, static_cast<int>(log::kLimitedBurst));
+}
+
+TEST(Base64, EncodeIsRfc4648AndRoundTrips) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (size_t n = 0; n <= all.size(); n += 37) {
+    auto back = Base64Decode(Base64Encode(all.substr(0, n)));
+    ASSERT_TRUE(back.has_value()) << n;
+    EXPECT_EQ(*back, all.substr(0, n));
+  }
 }
 
 }  // namespace

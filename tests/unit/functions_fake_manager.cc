@@ -1,4 +1,6 @@
 // FakeSandboxService: the handlers' double of the SandboxService.
+#include <algorithm>
+
 #include "functions_fake_manager.h"
 
 namespace skiff::testing {
@@ -53,6 +55,42 @@ Result<nlohmann::json> FakeSandboxService::Fs(const std::string& id, const proto
   // Recorded as the agent would receive it, so the tests pin the wire.
   Fake().fs_calls.emplace_back(id, proto::ToJson(call));
   return Fake().fs_result;
+}
+
+Result<nlohmann::json> FakeSandboxService::Process(const std::string& id, const proto::ProcessCall& call) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  Fake().proc_calls.emplace_back(id, proto::ToJson(call));
+  return Fake().proc_result;
+}
+
+Result<proto::ProcInfo> FakeSandboxService::ProcessOutput(const std::string& id,
+                                                          const proto::ProcOutputRequest& req,
+                                                          ProcessOutputSink& sink) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  Fake().proc_calls.emplace_back(id, req.ToJson());
+  const std::string& out = Fake().proc_output_stdout;
+  int64_t from = std::min<int64_t>(req.stdout_from, static_cast<int64_t>(out.size()));
+  if (!sink.OnStart(from, 0)) return Error(Code::kS216, "reader went away");
+  if (from < static_cast<int64_t>(out.size()) &&
+      !sink.OnData(1, from, std::string_view(out).substr(static_cast<size_t>(from))))
+    return Error(Code::kS216, "reader went away");
+  return Fake().proc_info;
+}
+
+Result<proto::ProcInputResult> FakeSandboxService::ProcessInput(const std::string& id,
+                                                                const proto::ProcInputRequest& req,
+                                                                const ByteSource& source) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  Fake().proc_calls.emplace_back(id, req.ToJson());
+  int64_t n = 0;
+  for (;;) {
+    Result<std::string> chunk = source();
+    if (!chunk.ok()) return std::move(chunk).error();
+    if (chunk->empty()) break;
+    Fake().proc_input += *chunk;
+    n += static_cast<int64_t>(chunk->size());
+  }
+  return proto::ProcInputResult{n};
 }
 
 Result<nlohmann::json> FakeSandboxService::FsWrite(const std::string& id, const std::string& path,

@@ -38,6 +38,12 @@ struct FakeState {
   std::vector<ListEntry> list;
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
+  // Process*: the requests as the agent would receive them, and answers.
+  std::vector<std::pair<std::string, nlohmann::json>> proc_calls;
+  nlohmann::json proc_result = nlohmann::json::object();
+  std::string proc_output_stdout;  // ProcessOutput sends it from offset 0 on stdout
+  std::string proc_input;          // ProcessInput collects here
+  proto::ProcInfo proc_info;
 
   void Reset() { *this = FakeState(); }
 };
@@ -62,6 +68,12 @@ class FakeSandboxService : public SandboxService {
                                  bool parents, const ByteSource& source) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+  Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) override;
+  Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id, const proto::ProcOutputRequest& req,
+                                        ProcessOutputSink& sink) override;
+  Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
+                                              const proto::ProcInputRequest& req,
+                                              const ByteSource& source) override;
   nlohmann::json Doctor() override { return nlohmann::json::object(); }
   std::string default_isolation() const override { return "jail"; }
   std::vector<std::string> available_isolations() const override { return {}; }

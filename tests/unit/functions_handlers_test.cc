@@ -401,7 +401,7 @@ TEST_F(Handlers, FunctionsList) {
   auto all = Call("engine::functions::list", nullptr);
   ASSERT_TRUE(all.ok());
   std::vector<std::string> ids = Ids(*all);
-  EXPECT_EQ(ids.size(), 16u);
+  EXPECT_EQ(ids.size(), 24u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const auto& f : (*all)["functions"]) {
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
@@ -409,7 +409,7 @@ TEST_F(Handlers, FunctionsList) {
     EXPECT_FALSE(f.contains("metadata"));
   }
   auto internal = Call("engine::functions::list", {{"include_internal", true}});
-  EXPECT_EQ(Ids(*internal).size(), 19u);
+  EXPECT_EQ(Ids(*internal).size(), 27u);
   auto fs = Call("engine::functions::list", {{"prefix", "sandbox::fs::"}});
   EXPECT_EQ(Ids(*fs).size(), 10u);
   auto w = Call("engine::functions::list", {{"include_internal", true}, {"worker", "iii-engine-functions"}});
@@ -427,9 +427,10 @@ TEST_F(Handlers, FunctionsListSearchOrder) {
   auto s = Call("engine::functions::list", {{"search", "list"}});
   std::vector<std::string> sids = Ids(*s);
   // ids containing "list" come first (sorted), then description-only matches
-  EXPECT_EQ(std::vector<std::string>(sids.begin(), sids.begin() + 2),
-            (std::vector<std::string>{"sandbox::catalog::list", "sandbox::list"}));
-  for (size_t i = 2; i < sids.size(); ++i) EXPECT_EQ(sids[i].find("list"), std::string::npos);
+  ASSERT_GE(sids.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(sids.begin(), sids.begin() + 3),
+            (std::vector<std::string>{"sandbox::catalog::list", "sandbox::list", "sandbox::process::list"}));
+  for (size_t i = 3; i < sids.size(); ++i) EXPECT_EQ(sids[i].find("list"), std::string::npos);
 }
 
 TEST_F(Handlers, FunctionsInfo) {

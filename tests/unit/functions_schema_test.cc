@@ -23,10 +23,14 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kSandboxIds = {
-    "sandbox::create",    "sandbox::exec",          "sandbox::stop",     "sandbox::list",
-    "sandbox::run",       "sandbox::catalog::list", "sandbox::fs::ls",   "sandbox::fs::stat",
-    "sandbox::fs::mkdir", "sandbox::fs::write",     "sandbox::fs::read", "sandbox::fs::rm",
-    "sandbox::fs::chmod", "sandbox::fs::mv",        "sandbox::fs::grep", "sandbox::fs::sed"};
+    "sandbox::create", "sandbox::exec", "sandbox::stop", "sandbox::list", "sandbox::run",
+    "sandbox::catalog::list", "sandbox::fs::ls", "sandbox::fs::stat", "sandbox::fs::mkdir",
+    "sandbox::fs::write", "sandbox::fs::read", "sandbox::fs::rm", "sandbox::fs::chmod", "sandbox::fs::mv",
+    "sandbox::fs::grep", "sandbox::fs::sed",
+    // Live processes (skiff's own; not in the iii contract).
+    "sandbox::process::start", "sandbox::process::list", "sandbox::process::output",
+    "sandbox::process::input", "sandbox::process::signal", "sandbox::process::wait",
+    "sandbox::process::resize", "sandbox::process::forget"};
 
 TEST(Registry, ExactlyTheContractFunctions) {
   std::set<std::string> ids;
@@ -46,7 +50,7 @@ TEST(Registry, ExactlyTheContractFunctions) {
       EXPECT_TRUE(d.internal);
     }
   }
-  EXPECT_EQ(sandbox, 16);
+  EXPECT_EQ(sandbox, 24);
   EXPECT_EQ(engine, 3);
   for (const auto& id : kSandboxIds) EXPECT_TRUE(ids.count(id)) << id;
   for (const char* id : {"engine::functions::list", "engine::functions::info", "engine::channels::create"}) {
