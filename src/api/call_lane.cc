@@ -2,7 +2,9 @@
 
 namespace skiff::api {
 
-std::string CallTarget::LaneKey() const { return (stop ? "stop:" : "sandbox:") + sandbox_id; }
+std::string CallTarget::LaneKey() const {
+  return (stop ? "stop:" : stream ? "stream:" : "sandbox:") + sandbox_id;
+}
 
 std::optional<CallTarget> CallTargetOf(std::string_view function_id, const nlohmann::json& payload) {
   constexpr size_t kMaxId = 64;
@@ -15,7 +17,7 @@ std::optional<CallTarget> CallTargetOf(std::string_view function_id, const nlohm
   if (it == payload.end() || !it->is_string()) return std::nullopt;
   const auto& id = it->get_ref<const std::string&>();
   if (id.empty() || id.size() > kMaxId) return std::nullopt;
-  return CallTarget{id, function_id == "sandbox::stop"};
+  return CallTarget{id, function_id == "sandbox::stop", false};
 }
 
 }  // namespace skiff::api

@@ -15,9 +15,10 @@ namespace skiff::api {
 
 struct CallTarget {
   std::string sandbox_id;
-  bool stop = false;  // sandbox::stop
+  bool stop = false;    // sandbox::stop
+  bool stream = false;  // a followed output stream: its own lane, so it never holds the sandbox's calls
 
-  // The lane's key: "sandbox:<id>" or "stop:<id>".
+  // The lane's key: "sandbox:<id>", "stop:<id>" or "stream:<id>".
   std::string LaneKey() const;
 };
 

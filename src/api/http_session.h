@@ -21,6 +21,7 @@
 #include "api/server_impl.h"
 #include "base/text.h"
 #include "functions/errors.h"
+#include "functions/process_output_lines.h"
 
 namespace skiff::api {
 
@@ -67,7 +68,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
     query_ = std::move(*query);
     Dispatch d = RouteRequest(req.method(), target->path);
-    route_ = RouteMatch{d.route, d.param};
+    route_ = RouteMatch{d.route, d.param, d.param2};
     std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
     bool is_health = d.outcome == Dispatch::Outcome::kFound && d.handler == Handler::kHealthz;
     bool upgrade = websocket::is_upgrade(req);
@@ -120,6 +121,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         return FileGet();
       case Handler::kFilePut:
         return FilePut();
+      case Handler::kProcessOutput:
+        return ProcessOutputGet();
     }
   }
 
@@ -368,6 +371,85 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     PumpDownload();
   }
 
+  // GET /v1/sandboxes/{id}/processes/{pid}/output?stdout_from=&stderr_from=&follow=
+  // (docs/api.md#process-output-stream): the process's output as NDJSON
+  // lines (functions/process_output_lines.h), each flushed as a chunk when
+  // it arrives. An error before the first line is an ordinary error
+  // response; after it, an "error" line ends the stream. Runs on the
+  // sandbox's stream lane, so a follower never holds the sandbox's calls;
+  // the channel's bound and the write stall keep a slow reader from making
+  // the daemon buffer.
+  void ProcessOutputGet() {
+    auto sid = CanonicalUuid(route_.param);
+    auto number = [](const std::string& v, int64_t max) -> std::optional<int64_t> {
+      if (v.empty() || v.size() > 19) return std::nullopt;
+      int64_t n = 0;
+      for (char c : v) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + (c - '0');
+      }
+      if (n > max) return std::nullopt;
+      return n;
+    };
+    proto::ProcOutputRequest req;
+    auto pid = number(route_.param2, INT32_MAX);
+    if (!pid || *pid == 0) return SendError(InvalidRequest("pid: not a process id: " + route_.param2));
+    req.pid = *pid;
+    for (const char* key : {"stdout_from", "stderr_from"}) {
+      auto it = query_.find(key);
+      if (it == query_.end()) continue;
+      auto v = number(it->second, INT64_MAX);
+      if (!v) return SendError(InvalidRequest(std::string(key) + ": expected an integer >= 0"));
+      (std::string_view(key) == "stdout_from" ? req.stdout_from : req.stderr_from) = *v;
+    }
+    if (auto it = query_.find("follow"); it != query_.end()) {
+      if (it->second != "true" && it->second != "false")
+        return SendError(InvalidRequest("follow: expected true or false, got " + it->second));
+      req.follow = it->second == "true";
+    }
+    if (!sid) return SendError(InvalidRequest("sandbox_id: not a UUID: " + route_.param));
+    auto ch = std::make_shared<Channel>(16);
+    auto failure = std::make_shared<std::optional<Error>>();
+    dl_.Begin(ch, failure);
+    SandboxService* caller = caller_;
+    std::string id = *sid;
+    std::string docs_base = srv_.config.docs_base;
+    CallTarget target{id, false, true};
+    Status queued = srv_.Dispatch(target, *caller, [caller, ch, failure, id, req, docs_base]() {
+      bool started = false;
+      auto push = [&](std::string_view line) {
+        return ch->PushBlocking(Frame{true, std::string(line)}).ok();
+      };
+      fn::ProcessOutputLines lines(
+          [&](std::string_view line) {
+            if (!started) {
+              started =
+                  ch->PushBlocking(Frame{false, Dump(json{{"content_type", "application/x-ndjson"}})}).ok();
+              if (!started) return false;
+            }
+            return push(line);
+          },
+          [&] { return !ch->Finished(); });
+      auto info = caller->ProcessOutput(id, req, lines);
+      if (!started) {  // nothing was sent: an ordinary error response
+        *failure = info.ok() ? Error(Code::kS300, "process output ended before it started") : info.error();
+        ch->Abort(failure->value().message());
+        return;
+      }
+      if (info.ok()) {
+        (void)lines.End(*info);
+      } else {
+        (void)lines.Fail(ErrorToWire(info.error(), docs_base));
+      }
+      ch->CloseWrite();
+    });
+    if (!queued.ok()) {
+      *failure = queued.error();
+      ch->Abort(queued.error().message());
+    }
+    PumpDownload();
+  }
+
   void PumpDownload() {
     Frame f;
     auto self = this->shared_from_this();
@@ -408,10 +490,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       json meta = json::parse(f.data, nullptr, false);
       dl_.res.emplace(http::status::ok, 11);
       dl_.res->set(http::field::server, "skiffd/" + Version());
-      dl_.res->set(http::field::content_type, "application/octet-stream");
-      dl_.res->set("X-Skiff-Size", std::to_string(meta.value("size", uint64_t{0})));
-      dl_.res->set("X-Skiff-Mode", meta.value("mode", std::string("0000")));
-      dl_.res->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
+      if (meta.contains("content_type")) {  // a stream of lines (ProcessOutputGet)
+        dl_.res->set(http::field::content_type, meta.value("content_type", std::string()));
+        dl_.res->set(http::field::cache_control, "no-store");
+      } else {  // a file (FileGet)
+        dl_.res->set(http::field::content_type, "application/octet-stream");
+        dl_.res->set("X-Skiff-Size", std::to_string(meta.value("size", uint64_t{0})));
+        dl_.res->set("X-Skiff-Mode", meta.value("mode", std::string("0000")));
+        dl_.res->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
+      }
       dl_.res->keep_alive(keep_alive_);
       dl_.res->chunked(true);
       dl_.sr.emplace(*dl_.res);

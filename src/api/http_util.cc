@@ -131,6 +131,19 @@ RouteMatch MatchRoute(std::string_view p) {
     if (slash != std::string_view::npos && slash > 0 && rest.substr(slash) == "/files") {
       m.route = Route::kFiles;
       m.param = std::string(rest.substr(0, slash));
+    } else if (slash != std::string_view::npos && slash > 0) {
+      // {id}/processes/{pid}/output
+      std::string_view tail = rest.substr(slash);
+      constexpr std::string_view kPre = "/processes/", kPost = "/output";
+      if (tail.size() > kPre.size() + kPost.size() && tail.substr(0, kPre.size()) == kPre &&
+          tail.substr(tail.size() - kPost.size()) == kPost) {
+        std::string_view pid = tail.substr(kPre.size(), tail.size() - kPre.size() - kPost.size());
+        if (!pid.empty() && pid.find('/') == std::string_view::npos) {
+          m.route = Route::kProcessOutput;
+          m.param = std::string(rest.substr(0, slash));
+          m.param2 = std::string(pid);
+        }
+      }
     }
   } else if (starts("/ws/channels/")) {
     std::string_view id = p.substr(std::string_view("/ws/channels/").size());

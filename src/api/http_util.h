@@ -36,9 +36,10 @@ std::optional<Target> SplitTarget(std::string_view target);
 
 enum class Route {
   kNotFound,
-  kFunctionCall,  // /v1/functions/{id}   (GET = info, POST = call)
-  kFunctionList,  // /v1/functions
-  kFiles,         // /v1/sandboxes/{id}/files
+  kFunctionCall,   // /v1/functions/{id}   (GET = info, POST = call)
+  kFunctionList,   // /v1/functions
+  kFiles,          // /v1/sandboxes/{id}/files
+  kProcessOutput,  // /v1/sandboxes/{id}/processes/{pid}/output
   kHealthz,
   kMetrics,
   kEngine,   // /
@@ -47,7 +48,8 @@ enum class Route {
 };
 struct RouteMatch {
   Route route = Route::kNotFound;
-  std::string param;  // function id, sandbox id or channel id (decoded)
+  std::string param;   // function id, sandbox id or channel id (decoded)
+  std::string param2;  // kProcessOutput: the pid, as written
 };
 RouteMatch MatchRoute(std::string_view decoded_path);
 

@@ -8,7 +8,7 @@ namespace {
 
 using boost::beast::http::verb;
 
-constexpr std::array<RouteEntry, 10> kTable = {{
+constexpr std::array<RouteEntry, 11> kTable = {{
     {verb::get, Route::kEngine, Handler::kUpgrade},
     {verb::get, Route::kOtel, Handler::kUpgrade},
     {verb::get, Route::kChannel, Handler::kUpgrade},
@@ -19,6 +19,7 @@ constexpr std::array<RouteEntry, 10> kTable = {{
     {verb::post, Route::kFunctionCall, Handler::kFunctionCall},
     {verb::get, Route::kFiles, Handler::kFileGet},
     {verb::put, Route::kFiles, Handler::kFilePut},
+    {verb::get, Route::kProcessOutput, Handler::kProcessOutput},
 }};
 
 }  // namespace
@@ -30,6 +31,7 @@ Dispatch RouteRequest(verb method, std::string_view decoded_path) {
   Dispatch d;
   d.route = rm.route;
   d.param = std::move(rm.param);
+  d.param2 = std::move(rm.param2);
   if (rm.route == Route::kNotFound) return d;
   d.outcome = Dispatch::Outcome::kMethodNotAllowed;
   for (const RouteEntry& e : kTable) {

@@ -17,10 +17,11 @@ enum class Handler {
   kHealthz,
   kMetrics,
   kFunctionList,
-  kFunctionInfo,  // GET  /v1/functions/{id}
-  kFunctionCall,  // POST /v1/functions/{id}
-  kFileGet,       // GET  /v1/sandboxes/{id}/files
-  kFilePut,       // PUT  /v1/sandboxes/{id}/files
+  kFunctionInfo,   // GET  /v1/functions/{id}
+  kFunctionCall,   // POST /v1/functions/{id}
+  kFileGet,        // GET  /v1/sandboxes/{id}/files
+  kFilePut,        // PUT  /v1/sandboxes/{id}/files
+  kProcessOutput,  // GET  /v1/sandboxes/{id}/processes/{pid}/output
 };
 
 // One row of the table: a method a route accepts and the handler it runs.
@@ -39,8 +40,9 @@ struct Dispatch {
   Outcome outcome = Outcome::kNotFound;
   Handler handler = Handler::kHealthz;  // meaningful only when kFound
   Route route = Route::kNotFound;
-  std::string param;  // the path parameter of the route (decoded), or ""
-  std::string allow;  // the route's methods ("GET, POST"), for 405's Allow header
+  std::string param;   // the path parameter of the route (decoded), or ""
+  std::string param2;  // a second one (the pid of kProcessOutput), or ""
+  std::string allow;   // the route's methods ("GET, POST"), for 405's Allow header
 };
 
 // Routes a request by method and decoded path.
