@@ -32,6 +32,23 @@ size_t WriteDownload(char* p, size_t s, size_t n, void* ud) {
   return std::fwrite(p, 1, s * n, st->out) == s * n ? s * n : 0;
 }
 
+struct StreamState {
+  const std::function<bool(std::string_view)>* on_bytes;
+  long status = 0;
+  CURL* curl;
+  std::string err_body;
+};
+
+size_t WriteStream(char* p, size_t s, size_t n, void* ud) {
+  auto* st = static_cast<StreamState*>(ud);
+  if (st->status == 0) curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &st->status);
+  if (st->status != 200) {
+    st->err_body.append(p, s * n);
+    return s * n;
+  }
+  return (*st->on_bytes)(std::string_view(p, s * n)) ? s * n : 0;
+}
+
 size_t ReadFromFile(char* p, size_t s, size_t n, void* ud) {
   return std::fread(p, 1, s * n, static_cast<std::FILE*>(ud));
 }
@@ -105,6 +122,23 @@ Result<HttpResponse> Client::Download(const std::string& path, std::FILE* out) {
   curl_easy_setopt(e.get(), CURLOPT_WRITEFUNCTION, WriteDownload);
   curl_easy_setopt(e.get(), CURLOPT_WRITEDATA, &st);
   auto r = e.Perform();
+  if (!r.ok()) return r;
+  r->body = std::move(st.err_body);
+  return r;
+}
+
+Result<HttpResponse> Client::Stream(const std::string& path,
+                                    const std::function<bool(std::string_view)>& on_bytes) {
+  Easy e(ep_, path);
+  StreamState st{&on_bytes, 0, e.get(), {}};
+  curl_easy_setopt(e.get(), CURLOPT_WRITEFUNCTION, WriteStream);
+  curl_easy_setopt(e.get(), CURLOPT_WRITEDATA, &st);
+  auto r = e.Perform();
+  if (!r.ok() && st.status == 200) {  // the reader ended it, or the stream broke after its start
+    HttpResponse resp;
+    resp.status = 200;
+    return resp;
+  }
   if (!r.ok()) return r;
   r->body = std::move(st.err_body);
   return r;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "base/error.h"
@@ -30,6 +32,9 @@ class Client {
   // Streams the response body to `out` when the status is 200; otherwise
   // the (error) body is returned in the response.
   Result<HttpResponse> Download(const std::string& path, std::FILE* out);
+  // A GET whose 200 body is handed to `on_bytes` as it arrives (false
+  // ends the transfer); any other status's body is returned in the response.
+  Result<HttpResponse> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_bytes);
   // Streams `in` as the request body (chunked).
   Result<HttpResponse> Upload(const std::string& path, std::FILE* in);
 

@@ -17,7 +17,10 @@ void AddVersionCommand(CLI::App& app, int& rc);  // version.cc
 
 // Clients of a daemon.
 void AddCreateCommand(CLI::App& app, int& rc);   // create.cc
-void AddExecCommand(CLI::App& app, int& rc);     // exec.cc
+void AddExecCommand(CLI::App& app, int& rc);     // exec.cc (-d: a background process)
+void AddPsCommand(CLI::App& app, int& rc);       // ps.cc
+void AddLogsCommand(CLI::App& app, int& rc);     // logs.cc
+void AddKillCommand(CLI::App& app, int& rc);     // kill.cc
 void AddLsCommand(CLI::App& app, int& rc);       // ls.cc
 void AddStopCommand(CLI::App& app, int& rc);     // stop.cc
 void AddCatalogCommand(CLI::App& app, int& rc);  // catalog.cc

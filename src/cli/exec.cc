@@ -23,6 +23,8 @@ struct ExecFlags {
   std::string sandbox_id, workdir;
   std::vector<std::string> command, env;
   std::optional<uint64_t> timeout_ms;
+  bool detach = false;  // -d: start in the background, print the pid
+  std::string tag;
 };
 
 int PrintExecResult(const ClientFlags& flags, const json& r) {
@@ -38,7 +40,27 @@ int PrintExecResult(const ClientFlags& flags, const json& r) {
   return code < 0 ? kExitSkiffError : code;
 }
 
+// -d: sandbox::process::start; prints the process id (docker prints the
+// container's), which ps, logs and kill take.
+int StartDetached(const ExecFlags& f) {
+  json p = {{"sandbox_id", f.sandbox_id}, {"argv", f.command}};
+  if (f.timeout_ms) p["timeout_ms"] = *f.timeout_ms;
+  if (!f.workdir.empty()) p["workdir"] = f.workdir;
+  if (!f.env.empty()) p["env"] = f.env;
+  if (!f.tag.empty()) p["tag"] = f.tag;
+  int rc = 0;
+  auto r = CallFunction(f.client, "sandbox::process::start", p, &rc);
+  if (!r) return rc;
+  if (f.client.json_out) {
+    std::printf("%s\n", api::Dump(*r).c_str());
+  } else {
+    std::printf("%lld\n", static_cast<long long>(r->value("pid", int64_t{0})));
+  }
+  return 0;
+}
+
 int Exec(const ExecFlags& f) {
+  if (f.detach) return StartDetached(f);
   json p = {{"sandbox_id", f.sandbox_id}, {"argv", f.command}};
   if (f.timeout_ms) p["timeout_ms"] = *f.timeout_ms;
   if (!f.workdir.empty()) p["workdir"] = f.workdir;
@@ -51,7 +73,7 @@ int Exec(const ExecFlags& f) {
 }  // namespace
 
 void AddExecCommand(CLI::App& app, int& rc) {
-  auto* exec = app.add_subcommand("exec", "run a command in a sandbox: skiff exec ID -- CMD [ARGS]");
+  auto* exec = app.add_subcommand("exec", "run a command in a sandbox: skiff exec [-d] ID -- CMD [ARGS]");
   auto f = std::make_shared<ExecFlags>();
   AddClientFlags(exec, f->client);
   exec->add_option("sandbox", f->sandbox_id)->required();
@@ -59,6 +81,8 @@ void AddExecCommand(CLI::App& app, int& rc) {
   exec->add_option("--timeout-ms", f->timeout_ms);
   exec->add_option("--workdir", f->workdir);
   exec->add_option("--env", f->env, "NAME=value (repeatable)")->allow_extra_args(false);
+  exec->add_flag("-d,--detach", f->detach, "start it in the background and print its process id");
+  exec->add_option("--tag", f->tag, "with -d: a label shown by skiff ps");
   exec->callback([f, &rc] { rc = Exec(*f); });
 }
 

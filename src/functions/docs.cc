@@ -7,6 +7,7 @@
 #include "functions/errors.h"
 #include "functions/registry.h"
 #include "functions/schemas.h"
+#include "protocol/process_messages.h"
 
 namespace skiff {
 namespace {
@@ -163,6 +164,60 @@ message ``during sandbox::run step `<step>` (sandbox_id=<id>): <inner message>``
 `{"context": …, "sandbox_id": …, "inner_code": …}`, `fix_note` null; code, type, retryable and
 details are the inner error's. Steps: `create`, `fs::write (sibling file)`, `fs::write (code)`,
 `exec`.
+
+## Live processes
+
+`sandbox::process::start` starts a process in the background and answers at once with its record
+(`pid`, the process id inside the sandbox). The process outlives the call: it runs until it
+exits, is signalled, reaches its own `timeout_ms`, or the sandbox stops. Its stdout and stderr are
+kept in two rings of `buffer_bytes` each (1 MiB by default), addressed by **absolute byte
+offsets**: byte N of a stream is always byte N, so a client that saw up to offset N and comes back
+asks "from N" and gets exactly the bytes it missed. When the ring has overwritten some of them,
+the answer says so: the read starts where the ring does (`from`, or the `start` line, is above the
+asked offset) or, mid-stream, a `gap` line names the lost range. With `pty` the process gets its
+own session with a pseudo-terminal as its controlling terminal (`TERM=xterm-256color`); its output
+(the terminal's) is all on stdout; input is keystrokes (`\u0003` is Ctrl-C, delivered by the
+terminal to the foreground process group); `sandbox::process::resize` changes the size and the
+process gets `SIGWINCH`. Exited processes stay listed, with their status and the tail of their
+output, until `sandbox::process::forget`, for 10 minutes, or until 64 newer ones exited.
+
+Limits (each an S400 when exceeded, nothing else changes): 256 running processes per sandbox;
+256 MiB of rings per sandbox; 16 output streams open on one process at once. An unknown pid is
+S220; an operation the process's state does not allow (input to an exited process or one started
+without `stdin`, resize of a process without a terminal, forget of a running one, a signal to an
+exited one) is S221.
+
+<a id="process-output-stream"></a>
+
+### Process output stream
+
+`GET /v1/sandboxes/{id}/processes/{pid}/output?stdout_from=N&stderr_from=M&follow=true|false`
+answers `200` with `Content-Type: application/x-ndjson`, one JSON object per line, each written
+as soon as its bytes reach the daemon:
+
+```
+{"type":"start","stdout_from":0,"stderr_from":0}
+{"type":"data","channel":"stdout","offset":0,"data":"aGVsbG8K"}
+{"type":"gap","channel":"stdout","from":6,"to":4102}
+{"type":"end","process":{…the process record…}}
+```
+
+`data` is base64 (output is bytes, not text). Without `follow` the stream ends at the offsets the
+process had reached when it was asked; with it, once the process exited and all of its output was
+sent. An error before the first line is an ordinary error response (S220 for an unknown pid, …);
+after it, an `{"type":"error","code":…,"message":…}` line ends the stream — also when the
+sandbox stops (S004), so a follower never hangs. Newline-delimited JSON rather than Server-Sent
+Events: any HTTP client that reads lines can follow it (`curl -N`), and resuming is by the offsets
+each line carries, not by SSE's event ids. The daemon holds at most 16 lines per stream; a client
+that stops reading holds the agent's stream, not the daemon's memory, and loses the connection
+after 60 s without progress. Over iii (or any function transport) `sandbox::process::output` with
+`follow: true` returns a data-channel reference (`stream`) that carries the same lines.
+
+**Activity.** A sandbox's idle clock (`idle_timeout_secs`) is reset by every call to it, at its
+start and its end, and once a second while bytes move through one of its streams (output read,
+input written). A background process by itself, and a followed stream with nothing to send, are
+not activity: a sandbox whose only work is a quiet server is reaped at its idle timeout. Ask for
+a longer `idle_timeout_secs` at create to keep it.
 
 ## Differences from the agreed contract
 
@@ -406,6 +461,16 @@ std::string RenderApiDoc() {
   o << "| `engine::functions::info` batch | 1–" << fn::kInfoBatchMax << " ids |\n";
   o << "| fs::mkdir default mode | `" << fn::kDefaultDirMode << "` |\n";
   o << "| fs::write default mode | `" << fn::kDefaultFileMode << "` |\n";
+  o << "| process output ring per stream | default " << proto::kDefaultProcBuffer << ", "
+    << proto::kMinProcBuffer << "–" << proto::kMaxProcBuffer << " bytes |\n";
+  o << "| running processes per sandbox | " << proto::kMaxLiveProcesses << " |\n";
+  o << "| exited processes kept | " << proto::kMaxExitedProcesses << ", for " << proto::kExitedKeepMs / 1000
+    << " s |\n";
+  o << "| output streams per process | " << proto::kMaxAttachesPerProcess << " |\n";
+  o << "| process::output inline bytes per stream | default " << fn::kProcessOutputDefaultBytes
+    << ", at most " << fn::kProcessOutputMaxBytes << " |\n";
+  o << "| process::wait `timeout_ms` | default " << fn::kProcessWaitDefaultMs << ", at most "
+    << fn::kProcessWaitMaxMs << " |\n";
   return o.str();
 }
 
