@@ -19,6 +19,7 @@
 #include "api/otel_session.h"
 #include "api/router.h"
 #include "api/server_impl.h"
+#include "api/tty_session.h"
 #include "base/text.h"
 #include "functions/errors.h"
 #include "functions/process_output_lines.h"
@@ -683,6 +684,36 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
 
   // ---------------------------------------------------------- upgrades
 
+  // GET /v1/sandboxes/{id}/processes/{pid}/tty?from=N (WebSocket): the
+  // request is checked here (an HTTP error); the process's existence is
+  // the session's first answer (an error message, then close).
+  void TtyUpgrade(http::request<http::empty_body> req) {
+    auto sid = CanonicalUuid(route_.param);
+    auto number = [](const std::string& v, int64_t max) -> std::optional<int64_t> {
+      if (v.empty() || v.size() > 19) return std::nullopt;
+      int64_t n = 0;
+      for (char c : v) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + (c - '0');
+      }
+      if (n > max) return std::nullopt;
+      return n;
+    };
+    keep_alive_ = false;
+    auto pid = number(route_.param2, INT32_MAX);
+    if (!pid || *pid == 0) return SendError(InvalidRequest("pid: not a process id: " + route_.param2));
+    int64_t from = 0;
+    if (auto it = query_.find("from"); it != query_.end()) {
+      auto v = number(it->second, INT64_MAX);
+      if (!v) return SendError(InvalidRequest("from: expected an integer >= 0"));
+      from = *v;
+    }
+    if (!sid) return SendError(InvalidRequest("sandbox_id: not a UUID: " + route_.param));
+    auto s = std::make_shared<TtySession<Protocol>>(srv_, std::move(stream_), *caller_, *sid, *pid, from);
+    s->Hold(std::move(slot_));
+    s->Accept(std::move(req));
+  }
+
   void Upgrade(const RouteMatch& rm) {
     http::request<http::empty_body> req = hp_->release();
     if (rm.route == Route::kEngine) {
@@ -696,6 +727,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       s->Hold(std::move(slot_));
       return s->Accept(std::move(req));
     }
+    if (rm.route == Route::kProcessTty) return TtyUpgrade(std::move(req));
     if (rm.route == Route::kOtel) {
       auto s = std::make_shared<DiscardSession<Protocol>>(srv_, std::move(stream_));
       s->Hold(std::move(slot_));

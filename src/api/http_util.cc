@@ -134,14 +134,17 @@ RouteMatch MatchRoute(std::string_view p) {
     } else if (slash != std::string_view::npos && slash > 0) {
       // {id}/processes/{pid}/output
       std::string_view tail = rest.substr(slash);
-      constexpr std::string_view kPre = "/processes/", kPost = "/output";
-      if (tail.size() > kPre.size() + kPost.size() && tail.substr(0, kPre.size()) == kPre &&
-          tail.substr(tail.size() - kPost.size()) == kPost) {
-        std::string_view pid = tail.substr(kPre.size(), tail.size() - kPre.size() - kPost.size());
-        if (!pid.empty() && pid.find('/') == std::string_view::npos) {
-          m.route = Route::kProcessOutput;
-          m.param = std::string(rest.substr(0, slash));
-          m.param2 = std::string(pid);
+      constexpr std::string_view kPre = "/processes/";
+      for (auto [post, route] : {std::pair{std::string_view("/output"), Route::kProcessOutput},
+                                 std::pair{std::string_view("/tty"), Route::kProcessTty}}) {
+        if (tail.size() > kPre.size() + post.size() && tail.substr(0, kPre.size()) == kPre &&
+            tail.substr(tail.size() - post.size()) == post) {
+          std::string_view pid = tail.substr(kPre.size(), tail.size() - kPre.size() - post.size());
+          if (!pid.empty() && pid.find('/') == std::string_view::npos) {
+            m.route = route;
+            m.param = std::string(rest.substr(0, slash));
+            m.param2 = std::string(pid);
+          }
         }
       }
     }

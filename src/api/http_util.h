@@ -40,6 +40,7 @@ enum class Route {
   kFunctionList,   // /v1/functions
   kFiles,          // /v1/sandboxes/{id}/files
   kProcessOutput,  // /v1/sandboxes/{id}/processes/{pid}/output
+  kProcessTty,     // /v1/sandboxes/{id}/processes/{pid}/tty (WebSocket)
   kHealthz,
   kMetrics,
   kEngine,   // /
@@ -49,7 +50,7 @@ enum class Route {
 struct RouteMatch {
   Route route = Route::kNotFound;
   std::string param;   // function id, sandbox id or channel id (decoded)
-  std::string param2;  // kProcessOutput: the pid, as written
+  std::string param2;  // kProcessOutput, kProcessTty: the pid, as written
 };
 RouteMatch MatchRoute(std::string_view decoded_path);
 

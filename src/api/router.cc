@@ -8,7 +8,7 @@ namespace {
 
 using boost::beast::http::verb;
 
-constexpr std::array<RouteEntry, 11> kTable = {{
+constexpr std::array<RouteEntry, 12> kTable = {{
     {verb::get, Route::kEngine, Handler::kUpgrade},
     {verb::get, Route::kOtel, Handler::kUpgrade},
     {verb::get, Route::kChannel, Handler::kUpgrade},
@@ -20,6 +20,7 @@ constexpr std::array<RouteEntry, 11> kTable = {{
     {verb::get, Route::kFiles, Handler::kFileGet},
     {verb::put, Route::kFiles, Handler::kFilePut},
     {verb::get, Route::kProcessOutput, Handler::kProcessOutput},
+    {verb::get, Route::kProcessTty, Handler::kUpgrade},
 }};
 
 }  // namespace

@@ -13,7 +13,7 @@
 namespace skiff::api {
 
 enum class Handler {
-  kUpgrade,  // "/", "/otel", "/ws/channels/{id}": WebSocket only
+  kUpgrade,  // "/", "/otel", "/ws/channels/{id}", ".../processes/{pid}/tty": WebSocket only
   kHealthz,
   kMetrics,
   kFunctionList,
