@@ -15,9 +15,9 @@ using AddCommand = void (*)(CLI::App& app, int& rc);
 
 // In the order `skiff --help` lists them, after `serve`.
 constexpr AddCommand kCommands[] = {
-    AddRunCommand,     AddDoctorCommand, AddVersionCommand, AddCreateCommand, AddExecCommand,
-    AddPsCommand,      AddLogsCommand,   AddKillCommand,    AddLsCommand,     AddStopCommand,
-    AddCatalogCommand, AddCpCommand,     AddFsCommand,      AddImageCommands,
+    AddRunCommand,  AddDoctorCommand,  AddVersionCommand, AddCreateCommand, AddExecCommand,
+    AddPsCommand,   AddLogsCommand,    AddKillCommand,    AddAttachCommand, AddLsCommand,
+    AddStopCommand, AddCatalogCommand, AddCpCommand,      AddFsCommand,     AddImageCommands,
 };
 
 }  // namespace

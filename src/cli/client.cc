@@ -34,6 +34,7 @@ size_t WriteDownload(char* p, size_t s, size_t n, void* ud) {
 
 struct StreamState {
   const std::function<bool(std::string_view)>* on_bytes;
+  const std::function<bool()>* keep_going;
   long status = 0;
   CURL* curl;
   std::string err_body;
@@ -47,6 +48,11 @@ size_t WriteStream(char* p, size_t s, size_t n, void* ud) {
     return s * n;
   }
   return (*st->on_bytes)(std::string_view(p, s * n)) ? s * n : 0;
+}
+
+int StreamProgress(void* ud, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* st = static_cast<StreamState*>(ud);
+  return (*st->keep_going)() ? 0 : 1;
 }
 
 size_t ReadFromFile(char* p, size_t s, size_t n, void* ud) {
@@ -128,11 +134,17 @@ Result<HttpResponse> Client::Download(const std::string& path, std::FILE* out) {
 }
 
 Result<HttpResponse> Client::Stream(const std::string& path,
-                                    const std::function<bool(std::string_view)>& on_bytes) {
+                                    const std::function<bool(std::string_view)>& on_bytes,
+                                    const std::function<bool()>& keep_going) {
   Easy e(ep_, path);
-  StreamState st{&on_bytes, 0, e.get(), {}};
+  StreamState st{&on_bytes, &keep_going, 0, e.get(), {}};
   curl_easy_setopt(e.get(), CURLOPT_WRITEFUNCTION, WriteStream);
   curl_easy_setopt(e.get(), CURLOPT_WRITEDATA, &st);
+  if (keep_going) {
+    curl_easy_setopt(e.get(), CURLOPT_XFERINFOFUNCTION, StreamProgress);
+    curl_easy_setopt(e.get(), CURLOPT_XFERINFODATA, &st);
+    curl_easy_setopt(e.get(), CURLOPT_NOPROGRESS, 0L);
+  }
   auto r = e.Perform();
   if (!r.ok() && st.status == 200) {  // the reader ended it, or the stream broke after its start
     HttpResponse resp;

@@ -34,7 +34,10 @@ class Client {
   Result<HttpResponse> Download(const std::string& path, std::FILE* out);
   // A GET whose 200 body is handed to `on_bytes` as it arrives (false
   // ends the transfer); any other status's body is returned in the response.
-  Result<HttpResponse> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_bytes);
+  // `keep_going`, when given, is asked about once a second even while no
+  // byte arrives; false ends the transfer.
+  Result<HttpResponse> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_bytes,
+                              const std::function<bool()>& keep_going = nullptr);
   // Streams `in` as the request body (chunked).
   Result<HttpResponse> Upload(const std::string& path, std::FILE* in);
 

@@ -21,6 +21,7 @@ void AddExecCommand(CLI::App& app, int& rc);     // exec.cc (-d: a background pr
 void AddPsCommand(CLI::App& app, int& rc);       // ps.cc
 void AddLogsCommand(CLI::App& app, int& rc);     // logs.cc
 void AddKillCommand(CLI::App& app, int& rc);     // kill.cc
+void AddAttachCommand(CLI::App& app, int& rc);   // attach.cc
 void AddLsCommand(CLI::App& app, int& rc);       // ls.cc
 void AddStopCommand(CLI::App& app, int& rc);     // stop.cc
 void AddCatalogCommand(CLI::App& app, int& rc);  // catalog.cc

@@ -1,7 +1,10 @@
 // `skiff exec`: a command in a sandbox of the daemon; its output and exit
 // status pass through.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,7 +14,10 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/daemon_call.h"
+#include "cli/daemon_discovery.h"
+#include "cli/daemon_process.h"
 #include "cli/report.h"
+#include "cli/terminal.h"
 
 namespace skiff::cli {
 namespace {
@@ -23,7 +29,9 @@ struct ExecFlags {
   std::string sandbox_id, workdir;
   std::vector<std::string> command, env;
   std::optional<uint64_t> timeout_ms;
-  bool detach = false;  // -d: start in the background, print the pid
+  bool detach = false;       // -d: start in the background, print the pid
+  bool interactive = false;  // -i: stdin to the process
+  bool tty = false;          // -t: a pseudo-terminal, the local terminal in raw mode
   std::string tag;
 };
 
@@ -59,8 +67,36 @@ int StartDetached(const ExecFlags& f) {
   return 0;
 }
 
+// -i / -t: a live process attached to this terminal (terminal.h).
+int ExecAttached(const ExecFlags& f) {
+  json p = {{"sandbox_id", f.sandbox_id}, {"argv", f.command}, {"stdin", f.interactive}};
+  if (f.timeout_ms) p["timeout_ms"] = *f.timeout_ms;
+  if (!f.workdir.empty()) p["workdir"] = f.workdir;
+  json env = json::array();
+  if (f.tty) {
+    proto::TermSize size = CurrentTermSize();
+    p["pty"] = {{"rows", size.rows}, {"cols", size.cols}};
+    if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
+      env.push_back(std::string("TERM=") + term);
+  }
+  for (const auto& e : f.env) env.push_back(e);
+  if (!env.empty()) p["env"] = env;
+  int rc = 0;
+  auto r = CallFunction(f.client, "sandbox::process::start", p, &rc);
+  if (!r) return rc;
+  auto ep = FindDaemon(f.client.url, false);
+  if (!ep.ok()) return ReportError(ep.error());
+  DaemonProcess proc(*ep, f.sandbox_id, r->value("pid", int64_t{0}));
+  TerminalOptions opt;
+  opt.raw = f.tty && ::isatty(0) != 0;
+  opt.input = f.interactive;
+  int code = RunTerminal(proc, opt);
+  return code;
+}
+
 int Exec(const ExecFlags& f) {
   if (f.detach) return StartDetached(f);
+  if (f.interactive || f.tty) return ExecAttached(f);
   json p = {{"sandbox_id", f.sandbox_id}, {"argv", f.command}};
   if (f.timeout_ms) p["timeout_ms"] = *f.timeout_ms;
   if (!f.workdir.empty()) p["workdir"] = f.workdir;
@@ -73,7 +109,7 @@ int Exec(const ExecFlags& f) {
 }  // namespace
 
 void AddExecCommand(CLI::App& app, int& rc) {
-  auto* exec = app.add_subcommand("exec", "run a command in a sandbox: skiff exec [-d] ID -- CMD [ARGS]");
+  auto* exec = app.add_subcommand("exec", "run a command in a sandbox: skiff exec [-d|-it] ID -- CMD [ARGS]");
   auto f = std::make_shared<ExecFlags>();
   AddClientFlags(exec, f->client);
   exec->add_option("sandbox", f->sandbox_id)->required();
@@ -82,6 +118,8 @@ void AddExecCommand(CLI::App& app, int& rc) {
   exec->add_option("--workdir", f->workdir);
   exec->add_option("--env", f->env, "NAME=value (repeatable)")->allow_extra_args(false);
   exec->add_flag("-d,--detach", f->detach, "start it in the background and print its process id");
+  exec->add_flag("-i,--interactive", f->interactive, "keep stdin open and send it to the process");
+  exec->add_flag("-t,--tty", f->tty, "give the process a terminal (raw mode here; Ctrl-P Ctrl-Q detaches)");
   exec->add_option("--tag", f->tag, "with -d: a label shown by skiff ps");
   exec->callback([f, &rc] { rc = Exec(*f); });
 }

@@ -28,13 +28,29 @@ struct LogsFlags {
   int64_t since = 0;  // stdout and stderr offset to start from
 };
 
+// stdout to fd 1, stderr to fd 2, a lost range said on stderr.
+class StdSink final : public ProcessOutputSink {
+ public:
+  bool OnStart(int64_t, int64_t) override { return true; }
+  bool OnData(uint8_t channel, int64_t, std::string_view bytes) override {
+    WriteAll(channel == 2 ? 2 : 1, bytes);
+    return true;
+  }
+  bool OnGap(uint8_t channel, int64_t from, int64_t to) override {
+    std::fprintf(stderr, "skiff: %lld bytes of %s were lost (the process's output buffer wrapped)\n",
+                 static_cast<long long>(to - from), channel == 2 ? "stderr" : "stdout");
+    return true;
+  }
+};
+
 int Logs(const LogsFlags& f) {
   auto ep = FindDaemon(f.client.url, true);
   if (!ep.ok()) return ReportError(ep.error());
   std::string path = "/v1/sandboxes/" + api::PercentEncode(f.sandbox_id) + "/processes/" +
                      std::to_string(f.pid) + "/output?stdout_from=" + std::to_string(f.since) +
                      "&stderr_from=" + std::to_string(f.since) + (f.follow ? "&follow=true" : "");
-  OutputLines lines;
+  StdSink sink;
+  OutputLines lines(sink);
   bool malformed = false;
   Client c(*ep);
   auto r = c.Stream(path, [&](std::string_view bytes) {

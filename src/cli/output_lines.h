@@ -1,8 +1,7 @@
 // The CLI's reader of a process's NDJSON output stream
 // (GET /v1/sandboxes/{id}/processes/{pid}/output): splits the bytes into
-// lines, writes each data line's bytes to the process's own stream (stdout
-// to fd 1, stderr to fd 2), says on stderr what a gap lost, and remembers
-// how the stream ended.
+// lines and hands start, data and gap lines to a ProcessOutputSink as they
+// arrive; remembers how the stream ended.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +10,20 @@
 #include <string>
 #include <string_view>
 
+#include "sandbox/types.h"
+
 namespace skiff::cli {
 
 class OutputLines {
  public:
-  // Feeds received bytes; false when a line is not JSON (the stream is
-  // not what it should be).
+  explicit OutputLines(ProcessOutputSink& sink) : sink_(sink) {}
+
+  // Feeds received bytes; false when a line is not what the stream carries
+  // or the sink wants no more.
   bool Feed(std::string_view bytes);
 
-  // The last line was "end" (the process's record) or "error".
+  // The last line was "end" (the process's record) or "error" (the error
+  // object).
   const std::optional<nlohmann::json>& end() const { return end_; }
   const std::optional<nlohmann::json>& error() const { return error_; }
   // Where each channel goes on from (to resume the stream).
@@ -29,6 +33,7 @@ class OutputLines {
  private:
   bool Line(std::string_view line);
 
+  ProcessOutputSink& sink_;
   std::string partial_;
   int64_t next_[3] = {0, 0, 0};
   std::optional<nlohmann::json> end_, error_;

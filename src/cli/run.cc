@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -18,7 +19,9 @@
 #include "base/thread.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/local_process.h"
 #include "cli/report.h"
+#include "cli/terminal.h"
 #include "sandbox/backends.h"
 #include "sandbox/config.h"
 
@@ -35,6 +38,8 @@ struct RunFlags {
   std::optional<uint32_t> cpus, memory_mb;
   bool network = false;
   bool json_out = false;
+  bool interactive = false;  // -i
+  bool tty = false;          // -t
 };
 
 bool ParseEnv(const std::vector<std::string>& in, Env* out) {
@@ -62,6 +67,44 @@ void OnSig(int sig) {
   [[maybe_unused]] ssize_t n = ::write(g_sig_pipe[1], &b, 1);
 }
 
+// The program an interactive run starts when no command is given: the
+// image's interpreter, else a shell.
+std::vector<std::string> DefaultInteractive(const std::string& image) {
+  if (image == "python") return {"python3"};
+  if (image == "node") return {"node"};
+  return {"sh"};
+}
+
+// run -it: a throwaway sandbox with one live process attached to this
+// terminal (terminal.h); the sandbox is stopped when the process ends or
+// the session detaches.
+int RunInteractive(SandboxManager& manager, const RunFlags& o, const CreateSpec& cs, const Env& env) {
+  auto created = manager.Create(cs);
+  if (!created.ok()) return ReportError(created.error());
+  proto::ProcStartRequest req;
+  req.argv = o.command.empty() ? DefaultInteractive(o.image) : o.command;
+  for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+  if (o.tty) {
+    req.pty = CurrentTermSize();
+    if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
+      req.env.push_back(std::string("TERM=") + term);
+  }
+  req.has_stdin = o.interactive || o.tty;
+  if (o.timeout_ms) req.timeout_ms = static_cast<int64_t>(*o.timeout_ms);
+  auto started = manager.Process(created->sandbox_id, req);
+  if (!started.ok()) {
+    (void)manager.Stop(created->sandbox_id, true);
+    return ReportError(started.error());
+  }
+  LocalProcess proc(manager, created->sandbox_id, started->value("pid", int64_t{0}));
+  TerminalOptions opt;
+  opt.raw = o.tty && ::isatty(0) != 0;
+  opt.input = o.interactive;
+  int code = RunTerminal(proc, opt);
+  (void)manager.Stop(created->sandbox_id, /*wait=*/true);
+  return code;
+}
+
 int Run(RunFlags& o) {
   if (!o.file.empty()) {
     std::FILE* f = std::fopen(o.file.c_str(), "rb");
@@ -84,7 +127,7 @@ int Run(RunFlags& o) {
     std::fprintf(stderr, "skiff: give either a command after -- or --lang/--code/--file\n");
     return kExitSkiffError;
   }
-  if (!code_mode && o.command.empty()) {
+  if (!code_mode && o.command.empty() && !o.interactive && !o.tty) {
     std::fprintf(stderr, "skiff: nothing to run: give a command after --, or --lang with --code/--file\n");
     return kExitSkiffError;
   }
@@ -136,6 +179,16 @@ int Run(RunFlags& o) {
   cs.memory_mb = o.memory_mb;
   cs.network = o.network;
   if (!o.isolation.empty()) cs.isolation = o.isolation;
+  if (o.interactive || o.tty) {
+    if (code_mode) {
+      std::fprintf(stderr, "skiff: -i/-t run a command or an interpreter, not --code/--file\n");
+      manager.Shutdown();
+      return kExitSkiffError;
+    }
+    int code = RunInteractive(manager, o, cs, env);
+    manager.Shutdown();
+    return code;
+  }
   TerminalSink sink;
   Result<ExecResult> r = Error(Code::kS300, "unreachable");
   if (code_mode) {
@@ -185,6 +238,9 @@ void AddRunCommand(CLI::App& app, int& rc) {
   run->add_option("--memory-mb", o->memory_mb, "memory limit in MiB");
   run->add_flag("--network", o->network, "give the sandbox public network egress");
   run->add_flag("--json", o->json_out, "print the exec response as JSON instead of streaming");
+  run->add_flag("-i,--interactive", o->interactive, "keep stdin open and send it to the process");
+  run->add_flag("-t,--tty", o->tty,
+                "give the process a terminal (raw mode here); without a command: the image's interpreter");
   run->callback([o, &rc] { rc = Run(*o); });
 }
 
