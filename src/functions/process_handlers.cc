@@ -210,19 +210,42 @@ Result<json> HandleProcessInput(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> data, f.OptString("data"));
   SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> data_b64, f.OptString("data_base64"));
   SKIFF_ASSIGN_OR_RETURN(bool close, f.OptBool("close", false));
-  if (data && data_b64) return InvalidRequest("give data or data_base64, not both");
-  std::string bytes;
-  if (data) bytes = std::move(*data);
-  if (data_b64) {
-    SKIFF_ASSIGN_OR_RETURN(bytes, DecodeBase64Field(*data_b64, "data_base64"));
+  const json* content = f.Get("content");
+  if ((data ? 1 : 0) + (data_b64 ? 1 : 0) + (content ? 1 : 0) > 1)
+    return InvalidRequest("give one of data, data_base64 or content");
+  ByteSource source;
+  if (content != nullptr) {
+    // A data channel's bytes, streamed to the process as they come.
+    if (!content->is_object()) return WrongType("content", "channel reference", *content);
+    Fields ref(*content, "content");
+    SKIFF_ASSIGN_OR_RETURN(std::string channel_id, ref.RequiredString("channel_id"));
+    SKIFF_ASSIGN_OR_RETURN(std::string access_key, ref.RequiredString("access_key"));
+    SKIFF_ASSIGN_OR_RETURN(std::string direction, ref.RequiredString("direction"));
+    if (ctx.channels == nullptr)
+      return InvalidRequest("content: channel references are not available on this transport");
+    auto inner = std::make_shared<ByteSource>();
+    ChannelBroker* broker = ctx.channels;
+    json r = {{"channel_id", channel_id}, {"access_key", access_key}, {"direction", direction}};
+    source = [inner, broker, r]() -> Result<std::string> {
+      if (!*inner) {
+        SKIFF_ASSIGN_OR_RETURN(*inner, broker->AttachReader(r));
+      }
+      return (*inner)();
+    };
+  } else {
+    std::string bytes;
+    if (data) bytes = std::move(*data);
+    if (data_b64) {
+      SKIFF_ASSIGN_OR_RETURN(bytes, DecodeBase64Field(*data_b64, "data_base64"));
+    }
+    auto shared = std::make_shared<std::string>(std::move(bytes));
+    auto given = std::make_shared<bool>(false);
+    source = [shared, given]() -> Result<std::string> {
+      if (*given) return std::string();
+      *given = true;
+      return std::move(*shared);
+    };
   }
-  auto shared = std::make_shared<std::string>(std::move(bytes));
-  auto given = std::make_shared<bool>(false);
-  ByteSource source = [shared, given]() -> Result<std::string> {
-    if (*given) return std::string();
-    *given = true;
-    return std::move(*shared);
-  };
   SKIFF_ASSIGN_OR_RETURN(proto::ProcInputResult r,
                          ctx.manager.ProcessInput(t.id, proto::ProcInputRequest{t.pid, close}, source));
   return json{{"sandbox_id", t.id}, {"pid", t.pid}, {"bytes_written", r.bytes_written}, {"closed", close}};

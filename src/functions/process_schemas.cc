@@ -162,6 +162,9 @@ FunctionSchemas ProcessSchemas(std::string_view id) {
                      IdPid("Writes to a process's stdin (a PTY process: keystrokes)",
                            {{"data", Str("UTF-8 text to write")},
                             {"data_base64", Str("Bytes to write, base64; instead of data")},
+                            {"content", Ref("channel_ref",
+                                            "A data channel whose bytes are written as they "
+                                            "come (reader reference); instead of data")},
                             {"close", BoolD("Close stdin afterwards (a PTY: send end-of-file)", false)}}),
                      json::array({{{"sandbox_id", kUuidEx}, {"pid", 17}, {"data", "print(1)\n"}}}), true);
     s.response =

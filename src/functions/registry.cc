@@ -617,7 +617,7 @@ std::vector<FunctionDef> BuildTable() {
                   "Read a process's output from absolute offsets, or follow it through a data channel.",
                   fn::HandleProcessOutput, proc({C::kS216, C::kS400})));
   t.push_back(Def("sandbox::process::input", "Write to a process's stdin or terminal; optionally close it.",
-                  fn::HandleProcessInput, proc({C::kS221})));
+                  fn::HandleProcessInput, proc({C::kS218, C::kS221})));
   t.push_back(Def("sandbox::process::signal",
                   "Send INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT or WINCH to a process's group.",
                   fn::HandleProcessSignal, proc({C::kS221})));

@@ -129,7 +129,7 @@ test('channel write and read of a 64 MiB file', async () => {
 test('engine::functions::info describes every sandbox function', async () => {
   const list = await call('engine::functions::list', {})
   const ids = list.functions.map(f => f.function_id)
-  assert.equal(ids.filter(id => id.startsWith('sandbox::')).length, 16)
+  assert.equal(ids.filter(id => id.startsWith('sandbox::')).length, 24)
   for (const id of ids) {
     const info = await call('engine::functions::info', { function_id: id })
     assert.equal(info.function_id, id)
@@ -137,5 +137,51 @@ test('engine::functions::info describes every sandbox function', async () => {
     assert.equal(info.request_schema.$schema, 'http://json-schema.org/draft-07/schema#')
     assert.equal(info.request_schema.type, 'object')
     assert.ok(info.response_schema)
+  }
+})
+
+// Live processes through iii: output followed through a data channel as it
+// is written, stdin through a data channel, typed errors.
+test('sandbox::process::* streams output and takes stdin through channels', async () => {
+  const { sandbox_id } = await call('sandbox::create', { image: IMAGE })
+  try {
+    const { pid } = await call('sandbox::process::start', { sandbox_id, argv: ['sh', '-c', 'echo first; sleep 2; echo second'] })
+    assert.ok(pid > 0)
+    const r = await call('sandbox::process::output', { sandbox_id, pid, follow: true })
+    const reader = new ChannelReader(URL, r.stream)
+    reader.ensureConnected()
+    let text = ''
+    const lines = []
+    for await (const chunk of reader.stream) {
+      text += chunk.toString()
+      let nl
+      while ((nl = text.indexOf('\n')) >= 0) {
+        lines.push({ at: Date.now(), line: JSON.parse(text.slice(0, nl)) })
+        text = text.slice(nl + 1)
+      }
+    }
+    const data = lines.filter(l => l.line.type === 'data')
+    assert.equal(data.map(l => Buffer.from(l.line.data, 'base64').toString()).join(''), 'first\nsecond\n')
+    const end = lines[lines.length - 1]
+    assert.equal(end.line.type, 'end')
+    assert.equal(end.line.process.exit_code, 0)
+    assert.ok(end.at - data[0].at > 1500, 'the first line arrived only when the process ended')
+
+    const cat = await call('sandbox::process::start', { sandbox_id, argv: ['cat'], stdin: true })
+    const ch = await createChannel(iii)
+    const pending = call('sandbox::process::input', { sandbox_id, pid: cat.pid, content: ch.readerRef, close: true })
+    ch.writer.stream.write(Buffer.from('hello '))
+    ch.writer.stream.end(Buffer.from('world'))
+    assert.equal((await pending).bytes_written, 11)
+    const done = await call('sandbox::process::wait', { sandbox_id, pid: cat.pid, timeout_ms: 30000 })
+    assert.equal(done.state, 'exited')
+    const out = await call('sandbox::process::output', { sandbox_id, pid: cat.pid })
+    assert.equal(Buffer.from(out.stdout.data, 'base64').toString(), 'hello world')
+
+    assert.equal((await sError(call('sandbox::process::signal', { sandbox_id, pid, signal: 'SEGV' }))).code, 'S001')
+    assert.equal((await sError(call('sandbox::process::wait', { sandbox_id, pid: 999999 }))).code, 'S220')
+    assert.equal((await sError(call('sandbox::process::input', { sandbox_id, pid: cat.pid, data: 'x' }))).code, 'S221')
+  } finally {
+    await call('sandbox::stop', { sandbox_id, wait: true })
   }
 })
