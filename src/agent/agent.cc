@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,8 @@
 
 #include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
+#include "agent/process_streams.h"
+#include "agent/process_table.h"
 #include "agent/vm_init.h"
 #include "base/log.h"
 #include "protocol/frame.h"
@@ -55,7 +58,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -64,6 +67,8 @@ struct StreamState {
   uint64_t credit[proto::kChannels] = {proto::kInitialWindow, proto::kInitialWindow, proto::kInitialWindow};
   // exec (exec_engine.h)
   std::unique_ptr<Exec> exec;
+  // proc.output / proc.input / proc.wait (process_streams.h)
+  std::unique_ptr<ProcStream> proc;
   // fs.write
   std::optional<AtomicWrite> write;
   // fs.read
@@ -78,11 +83,17 @@ struct StreamState {
 
 // The event loop: channel I/O and framing, request dispatch, credit flow,
 // and the streams of fs.write/fs.read and queued answers. Execs are run by
-// the ExecEngine, which writes its frames through this loop (ExecSink).
+// the ExecEngine, which writes its frames through this loop (ExecSink);
+// live processes live in the ProcessTable and their proc.* requests are
+// run by ProcessStreams, through the same sink.
 class Loop final : private ExecSink {
  public:
   Loop(UniqueFd ch, const AgentOptions& opt)
-      : ch_(std::move(ch)), opt_(opt), engine_(opt.child_policy, *this) {}
+      : ch_(std::move(ch)),
+        opt_(opt),
+        engine_(opt.child_policy, *this),
+        table_(opt.child_policy),
+        procs_(table_, *this) {}
   int Run();
 
  private:
@@ -113,6 +124,7 @@ class Loop final : private ExecSink {
   void StartExec(uint32_t id, const json& req);
   void StartWrite(uint32_t id, const json& req);
   void StartRead(uint32_t id, const json& req);
+  void StartProc(uint32_t id, const std::string& op, const json& req);
 
   // Streams.
   void PumpRead(StreamState& s);
@@ -134,6 +146,8 @@ class Loop final : private ExecSink {
   bool restored_ = false;  // resumed from a snapshot
   std::map<uint32_t, std::unique_ptr<StreamState>> streams_;
   ExecEngine engine_;
+  ProcessTable table_;
+  ProcessStreams procs_;
 };
 
 void Loop::SendError(uint32_t stream, const Error& e) {
@@ -252,6 +266,8 @@ void Loop::OnFrame(const proto::Frame& f) {
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
         engine_.OnStdin(*s.exec, f.payload);
+      } else if (s.kind == Kind::kProc) {
+        procs_.OnData(*s.proc, f.payload);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Append(f.payload);
         if (!st.ok()) {
@@ -270,6 +286,8 @@ void Loop::OnFrame(const proto::Frame& f) {
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
         engine_.OnStdinEnd(*s.exec);
+      } else if (s.kind == Kind::kProc) {
+        procs_.OnEnd(*s.proc);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Commit();
         uint64_t n = s.write->written();
@@ -289,6 +307,10 @@ void Loop::OnFrame(const proto::Frame& f) {
       StreamState& s = *it->second;
       if (s.kind == Kind::kExec) {
         engine_.Cancel(*s.exec);
+        return;
+      }
+      if (s.kind == Kind::kProc) {
+        procs_.Cancel(*s.proc);  // finished: dropped by the next round
         return;
       }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
@@ -319,6 +341,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kExec) return StartExec(id, req);
     if (op == o::kFsWrite) return StartWrite(id, req);
     if (op == o::kFsRead) return StartRead(id, req);
+    if (ProcessStreams::IsProcOp(op)) return StartProc(id, op, req);
     if (op == o::kInfo) {
       auto info = proto::InfoRequest::FromJson(req);
       if (!info.ok()) return SendError(id, info.error());
@@ -397,6 +420,17 @@ void Loop::StartRead(uint32_t id, const json& req) {
   streams_[id] = std::move(s);
 }
 
+void Loop::StartProc(uint32_t id, const std::string& op, const json& req) {
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  auto r = procs_.Open(id, op, req, s->credit);
+  if (!r.ok()) return SendError(id, r.error());
+  if (!r->stream) return SendResult(id, r->result);
+  s->kind = Kind::kProc;
+  s->proc = std::move(r->stream);
+  streams_[id] = std::move(s);
+}
+
 void Loop::PumpRead(StreamState& s) {
   if (!bulk_) bulk_ = std::make_unique<char[]>(proto::kHeaderSize + proto::kChunk);
   char* body = bulk_.get() + proto::kHeaderSize;
@@ -454,17 +488,27 @@ void Loop::PumpDrain(StreamState& s) {
   }
 }
 
+// Every child, as PID 1: the exec engine's and the process table's are
+// handed to their owner; the rest (orphans, failed spawns) are just reaped.
 void Loop::Reap() {
-  engine_.Reap([this](uint32_t id) -> Exec* {
+  auto find = [this](uint32_t id) -> Exec* {
     auto it = streams_.find(id);
     return it == streams_.end() ? nullptr : it->second->exec.get();
-  });
+  };
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return;
+    if (!engine_.OnChildExit(pid, st, find)) table_.OnChildExit(pid, st);
+  }
 }
 
 void Loop::KillEverything() {
   std::vector<Exec*> execs;
   for (auto& [id, s] : streams_)
     if (s->kind == Kind::kExec) execs.push_back(s->exec.get());
+  table_.KillAll();
   engine_.KillAll(execs);
 }
 
@@ -485,8 +529,12 @@ int Loop::Run() {
 
   std::vector<pollfd> pfds;
   std::vector<ExecPollSlots> slots;
+  std::vector<std::pair<uint32_t, int>> proc_slots;
   for (;;) {
+    // Live processes' deadlines and expiry.
+    table_.Tick(NowMs());
     // Finished streams leave; pending drains progress.
+    int64_t tick_now = NowMs();
     for (auto it = streams_.begin(); it != streams_.end();) {
       StreamState& s = *it->second;
       if (s.kind == Kind::kDrain) PumpDrain(s);
@@ -497,7 +545,9 @@ int Loop::Run() {
         for (uint8_t ch = 0; ch < proto::kChannels; ++ch)
           done = done && s.pending_off[ch] >= s.pending[ch].size() && !s.pending_end[ch];
       } else if (s.kind == Kind::kExec) {
-        done = engine_.Tick(*s.exec, NowMs());
+        done = engine_.Tick(*s.exec, tick_now);
+      } else if (s.kind == Kind::kProc) {
+        done = procs_.Tick(*s.proc, tick_now);
       }
       it = done ? streams_.erase(it) : std::next(it);
     }
@@ -510,10 +560,12 @@ int Loop::Run() {
 
     pfds.clear();
     slots.clear();
+    proc_slots.clear();
     pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     int timeout = -1;
     int64_t now = NowMs();
+    table_.AddPollFds(pfds, timeout, now);
     for (auto& [id, sp] : streams_) {
       StreamState& s = *sp;
       if (s.kind == Kind::kRead && s.credit[proto::kStdout] > 0 && OutputRoom()) timeout = 0;
@@ -522,6 +574,10 @@ int Loop::Run() {
           if (s.pending_off[ch] < s.pending[ch].size() && s.credit[ch] > 0) timeout = 0;
       }
       if (s.kind == Kind::kExec) slots.push_back(engine_.AddPollFds(*s.exec, pfds, timeout, now));
+      if (s.kind == Kind::kProc) {
+        int slot = procs_.AddPollFds(*s.proc, pfds, timeout, now);
+        if (slot >= 0) proc_slots.emplace_back(id, slot);
+      }
     }
     int r = ::poll(pfds.data(), pfds.size(), timeout);
     if (r < 0) {
@@ -529,6 +585,9 @@ int Loop::Run() {
       SKIFF_LOG(Error) << "poll: " << ErrnoName(errno);
       break;
     }
+    // Output first: what a process wrote before it exited is in its rings
+    // when its exit is seen.
+    table_.Pump(pfds);
     if (pfds[1].revents & POLLIN) {
       signalfd_siginfo si;
       while (::read(sigfd_.get(), &si, sizeof si) > 0) {
@@ -539,6 +598,11 @@ int Loop::Run() {
       auto it = streams_.find(sl.id);
       if (it == streams_.end() || it->second->kind != Kind::kExec) continue;
       engine_.Pump(*it->second->exec, sl, pfds);
+    }
+    for (const auto& [id, slot] : proc_slots) {
+      auto it = streams_.find(id);
+      if (it == streams_.end() || it->second->kind != Kind::kProc) continue;
+      procs_.Pump(*it->second->proc, slot, pfds);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = ::read(ch_.get(), dec_.Prepare(kReadSize), kReadSize);
@@ -577,11 +641,13 @@ std::string AgentName() { return std::string("skiff-agent/") + SKIFF_VERSION; }
 
 std::vector<std::string> SupportedOps() {
   namespace o = proto::op;
-  return {std::string(o::kInfo),    std::string(o::kExec),    std::string(o::kShutdown),
-          std::string(o::kFsLs),    std::string(o::kFsStat),  std::string(o::kFsMkdir),
-          std::string(o::kFsWrite), std::string(o::kFsRead),  std::string(o::kFsRm),
-          std::string(o::kFsMv),    std::string(o::kFsChmod), std::string(o::kFsGrep),
-          std::string(o::kFsSed)};
+  return {std::string(o::kInfo),       std::string(o::kExec),       std::string(o::kShutdown),
+          std::string(o::kFsLs),       std::string(o::kFsStat),     std::string(o::kFsMkdir),
+          std::string(o::kFsWrite),    std::string(o::kFsRead),     std::string(o::kFsRm),
+          std::string(o::kFsMv),       std::string(o::kFsChmod),    std::string(o::kFsGrep),
+          std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
+          std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
+          std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget)};
 }
 
 Status PrepareProcess() {

@@ -246,23 +246,18 @@ void ExecEngine::Pump(Exec& e, const ExecPollSlots& slots, const std::vector<pol
   }
 }
 
-void ExecEngine::Reap(const std::function<Exec*(uint32_t id)>& find) {
-  for (;;) {
-    int st = 0;
-    pid_t pid = ::waitpid(-1, &st, WNOHANG);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid <= 0) return;
-    auto it = pids_.find(pid);
-    if (it == pids_.end()) continue;  // an orphan or a failed spawn: reaped
-    Exec* e = find(it->second);
-    pids_.erase(it);
-    if (e == nullptr) continue;
-    e->exited = true;
-    e->wstatus = st;
-    // The leader is gone; its group may live on holding the pipes. Kill it
-    // too when the exec was already killed (timeout, cancel).
-    if (e->killed) ::kill(-pid, SIGKILL);
-  }
+bool ExecEngine::OnChildExit(pid_t pid, int status, const std::function<Exec*(uint32_t id)>& find) {
+  auto it = pids_.find(pid);
+  if (it == pids_.end()) return false;
+  Exec* e = find(it->second);
+  pids_.erase(it);
+  if (e == nullptr) return true;
+  e->exited = true;
+  e->wstatus = status;
+  // The leader is gone; its group may live on holding the pipes. Kill it
+  // too when the exec was already killed (timeout, cancel).
+  if (e->killed) ::kill(-pid, SIGKILL);
+  return true;
 }
 
 void ExecEngine::KillAll(const std::vector<Exec*>& execs) {

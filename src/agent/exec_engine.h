@@ -1,7 +1,8 @@
 // The agent's exec engine: starting a request's process (spawn.h, in its own
 // process group), feeding it the stdin the host streams, collecting its
 // stdout/stderr under the host's credit and the output cap, enforcing its
-// deadline, killing it on cancel, and reaping it (the agent is PID 1). The
+// deadline, killing it on cancel, and recording its exit (the loop reaps
+// every child, as PID 1, and hands the engine the pids it knows). The
 // event loop (agent.cc) owns the channel and the streams; it hands the engine
 // the frames of an exec stream and the engine answers through an ExecSink.
 #pragma once
@@ -113,9 +114,11 @@ class ExecEngine {
   // Moves bytes for the pollfds of `slots` that are ready.
   void Pump(Exec& e, const ExecPollSlots& slots, const std::vector<pollfd>& pfds);
 
-  // Reaps every exited child (SIGCHLD, or before the loop starts); `find`
-  // maps a stream id to its Exec, or nullptr when it is gone.
-  void Reap(const std::function<Exec*(uint32_t id)>& find);
+  // A child the loop reaped (it waits for every child: it is PID 1): when
+  // `pid` leads one of the engine's execs, records its status and returns
+  // true; false for a pid the engine does not know. `find` maps a stream id
+  // to its Exec, or nullptr when it is gone.
+  bool OnChildExit(pid_t pid, int status, const std::function<Exec*(uint32_t id)>& find);
 
   // Kills the process group of every exec in `execs`, then, as PID 1,
   // every other process.

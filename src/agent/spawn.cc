@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,9 +50,12 @@ const int* ChangedSignals() {
 
 [[noreturn]] void ChildMain(const SpawnRequest& req, const confine::ChildPolicy* policy, char* const* argv,
                             char* const* envp, const std::vector<const char*>& candidates, int in_r,
-                            int out_w, int err_w, int report_w) {
+                            int out_w, int err_w, int tty, int report_w) {
   // Async-signal-safe from here to execve.
   if (::setsid() < 0) Fail(report_w, SpawnStep::kSetup, errno, "setsid");
+  // The new session's controlling terminal (in_r, out_w and err_w are it).
+  if (tty >= 0 && ::ioctl(tty, TIOCSCTTY, 0) < 0)
+    Fail(report_w, SpawnStep::kSetup, errno, "ioctl", "TIOCSCTTY");
   // Under memory pressure (the sandbox's memory cgroup, or a microVM
   // guest's memory, full) the OOM killer must take the sandbox's processes
   // and never the agent, which keeps 0: every child starts at the maximum
@@ -116,12 +120,13 @@ struct ChildArgs {
   char* const* argv;
   char* const* envp;
   const std::vector<const char*>* candidates;
-  int in_r, out_w, err_w, report_w;
+  int in_r, out_w, err_w, tty, report_w;
 };
 
 int ChildEntry(void* p) {
   const auto* a = static_cast<const ChildArgs*>(p);
-  ChildMain(*a->req, a->policy, a->argv, a->envp, *a->candidates, a->in_r, a->out_w, a->err_w, a->report_w);
+  ChildMain(*a->req, a->policy, a->argv, a->envp, *a->candidates, a->in_r, a->out_w, a->err_w, a->tty,
+            a->report_w);
 }
 
 // Reads a small text file of the agent's root (at most 4 MiB).
@@ -294,13 +299,36 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   cand_c.reserve(cand.size());
   for (const auto& c : cand) cand_c.push_back(c.c_str());
 
-  int in[2], out[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdin", errno);
-  UniqueFd in_r(in[0]), in_w(in[1]);
-  if (::pipe2(out, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdout", errno);
-  UniqueFd out_r(out[0]), out_w(out[1]);
-  if (::pipe2(err, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stderr", errno);
-  UniqueFd err_r(err[0]), err_w(err[1]);
+  // The child's stdin, stdout and stderr, and the parent's ends.
+  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, master, slave;
+  if (req.terminal) {
+    SKIFF_ASSIGN_OR_RETURN(PtyPair pty, OpenPty(*req.terminal));
+    master = std::move(pty.master);
+    slave = std::move(pty.slave);
+    // The terminal belongs to whoever runs in it (as login does): a
+    // process of another user can open it again through /dev/tty.
+    if (req.creds && ::fchown(slave.get(), req.creds->uid, static_cast<gid_t>(-1)) < 0)
+      return Error::Sys(Code::kS300, "fchown", "pty slave", errno);
+  } else {
+    int in[2], out[2], err[2];
+    if (req.null_stdin) {
+      in_r.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!in_r) return Error::Sys(Code::kS300, "open", "/dev/null", errno);
+    } else {
+      if (::pipe2(in, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdin", errno);
+      in_r.reset(in[0]);
+      in_w.reset(in[1]);
+    }
+    if (::pipe2(out, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stdout", errno);
+    out_r.reset(out[0]);
+    out_w.reset(out[1]);
+    if (::pipe2(err, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "stderr", errno);
+    err_r.reset(err[0]);
+    err_w.reset(err[1]);
+  }
+  const int child_in = slave ? slave.get() : in_r.get();
+  const int child_out = slave ? slave.get() : out_w.get();
+  const int child_err = slave ? slave.get() : err_w.get();
   Result<ChildReportPipe> report = ChildReportPipe::Create();
   if (!report.ok()) return std::move(report).error().With("spawn of " + req.argv[0]);
 
@@ -314,8 +342,8 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   void* stack =
       ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return Error::Sys(Code::kS300, "mmap", "child stack", errno);
-  ChildArgs args{&req,       policy,      argv.data(), envp.data(),       &cand_c,
-                 in_r.get(), out_w.get(), err_w.get(), report->write_fd()};
+  ChildArgs args{&req,     policy,    argv.data(), envp.data(), &cand_c,
+                 child_in, child_out, child_err,   slave.get(), report->write_fd()};
   sigset_t all, old;
   (void)ChangedSignals();  // computed here, never in the child
   ::sigfillset(&all);
@@ -331,6 +359,7 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
   in_r.reset();
   out_w.reset();
   err_w.reset();
+  slave.reset();  // the master sees EOF once the child's copies are gone
   // The child has exec'ed or exited (CLONE_VFORK): its report is complete.
   Result<std::optional<ChildFailure>> failed = report->ReadFailure();
   if (!failed.ok()) return Platform("exec", "spawn of " + req.argv[0] + ": " + failed.error().message());
@@ -341,10 +370,13 @@ Result<SpawnOutcome> Spawn(const SpawnRequest& req, const confine::ChildPolicy* 
     o.proc.stdin_w = std::move(in_w);
     o.proc.stdout_r = std::move(out_r);
     o.proc.stderr_r = std::move(err_r);
+    o.proc.terminal = std::move(master);
     return o;
   }
   // The child failed and exits 127 by itself; the reaper collects it.
-  return SpawnFailureOutcome(req, **failed);
+  Result<SpawnOutcome> o = SpawnFailureOutcome(req, **failed);
+  if (o.ok()) o->failure.pid = pid;
+  return o;
 }
 
 }  // namespace skiff::agent

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/pseudo_terminal.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
 #include "confine/confine.h"
@@ -27,11 +28,18 @@ struct SpawnRequest {
   std::vector<std::string> env;  // "K=V", the final environment
   std::string cwd = "/";
   std::optional<Credentials> creds;  // unset: the agent's own (root)
+  // A fresh pseudo-terminal of this size becomes the child's controlling
+  // terminal (its session is new) and its stdin, stdout and stderr; the
+  // parent gets the master (Spawned::terminal) and no pipes.
+  std::optional<TerminalSize> terminal;
+  // Without a terminal: stdin is /dev/null instead of a pipe.
+  bool null_stdin = false;
 };
 
 struct Spawned {
-  pid_t pid = -1;  // also the process group id
-  UniqueFd stdin_w, stdout_r, stderr_r;
+  pid_t pid = -1;                        // also the process group id
+  UniqueFd stdin_w, stdout_r, stderr_r;  // pipes (no terminal; stdin_w not with null_stdin)
+  UniqueFd terminal;                     // the pty master (terminal): O_CLOEXEC | O_NONBLOCK
 };
 
 // Outcome of a spawn attempt that did not produce a running process but is
@@ -39,6 +47,7 @@ struct Spawned {
 struct SpawnFailure {
   int exit_code = 0;
   std::string stderr_text;
+  pid_t pid = -1;  // the child, which exits `exit_code` by itself
 };
 
 struct SpawnOutcome {

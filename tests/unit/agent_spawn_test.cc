@@ -77,6 +77,47 @@ TEST_F(AgentSpawn, AProgramThatRunsIsStarted) {
   EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
+// A terminal: the child is a session leader whose controlling terminal is
+// the pty (stdin, stdout and stderr), of the requested size, and the parent
+// reads everything from the master until the slave's last copy closes.
+TEST_F(AgentSpawn, ATerminalIsTheChildsControllingTty) {
+  if (::access("/dev/ptmx", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/ptmx";
+  SpawnRequest req = Request({"sh", "-c", "stty size; test -t 0 && test -t 2 && echo tty; ps -o sid= -p $$"});
+  req.terminal = TerminalSize{33, 77};
+  auto o = Spawn(req, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  ASSERT_TRUE(o->started);
+  ASSERT_TRUE(o->proc.terminal.valid());
+  EXPECT_FALSE(o->proc.stdout_r.valid());
+  EXPECT_FALSE(o->proc.stdin_w.valid());
+  std::string out;
+  for (;;) {
+    char buf[256];
+    ssize_t n = ::read(o->proc.terminal.get(), buf, sizeof buf);
+    if (n < 0 && errno == EAGAIN) {
+      ::usleep(10000);
+      continue;
+    }
+    if (n <= 0) break;  // EIO: the slave is closed
+    out.append(buf, static_cast<size_t>(n));
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(o->proc.pid, &ws, 0), o->proc.pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << out;
+  EXPECT_EQ(out.rfind("33 77\r\ntty\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find(std::to_string(o->proc.pid)), std::string::npos) << out;  // its own session
+}
+
+TEST_F(AgentSpawn, NullStdinIsDevNull) {
+  SpawnRequest req = Request({"sh", "-c", "readlink /proc/self/fd/0"});
+  req.null_stdin = true;
+  auto o = Spawn(req, nullptr);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_FALSE(o->proc.stdin_w.valid());
+  EXPECT_EQ(ReadAll(o->proc.stdout_r.get()), "/dev/null\n");
+  ::waitpid(o->proc.pid, nullptr, 0);
+}
+
 // Each of these goes through a real child's report: the step and the errno
 // written after the clone must come back as the outcome of that step.
 TEST_F(AgentSpawn, AMissingProgramIs127) {
