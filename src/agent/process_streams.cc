@@ -20,6 +20,8 @@ using proto::Type;
 // DATA chunks per channel per round: one busy stream cannot starve the
 // others (the loop comes back at once, see AddPollFds).
 constexpr int kSendRounds = 4;
+// Credit a stream must have back before it reports a gap (see SendOutput).
+constexpr uint64_t kGapCredit = proto::kInitialWindow / 2;
 
 Error NotFound(int64_t pid) { return Error(Code::kS220, "no live process " + std::to_string(pid)); }
 Error Forgotten(int64_t pid) {
@@ -214,7 +216,12 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
     const OutputRing& ring = p.rings[ch];
     int64_t limit = s.follow ? ring.end() : s.stop[ch];
     if (s.pos[ch] < ring.start() && s.pos[ch] < limit) {
-      // Overwritten before this stream could send them.
+      // Overwritten before this stream could send them. Said only once the
+      // host has taken half its window since (credit is back to half): a
+      // host that stops reading then sees at most two gaps per channel
+      // queued, never one per overwrite (the host refuses more than a few
+      // unconsumed META frames on one stream, protocol/client.h).
+      if (s.credit[ch] < kGapCredit || !sink_.OutputRoom()) continue;
       proto::ProcOutputMeta gap;
       gap.gap = proto::ProcOutputMeta::Gap{ch, s.pos[ch], std::min(ring.start(), limit)};
       sink_.SendJson(s.id, Type::kMeta, gap.ToJson());
@@ -234,7 +241,8 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
       sink_.Send(s.id, Type::kEnd, ch, {});
       s.ended[ch] = true;
     }
-    more = more || (s.pos[ch] < limit && s.credit[ch] > 0 && sink_.OutputRoom());
+    uint64_t need = s.pos[ch] < ring.start() ? kGapCredit : 1;
+    more = more || (s.pos[ch] < limit && s.credit[ch] >= need && sink_.OutputRoom());
   }
   return more;
 }
@@ -244,7 +252,8 @@ bool ProcessStreams::CanSend(const ProcStream& s, const LiveProcess& p) const {
   for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
     if (s.ended[ch]) continue;
     int64_t limit = s.follow ? p.rings[ch].end() : s.stop[ch];
-    if (s.pos[ch] < limit && s.credit[ch] > 0) return true;
+    uint64_t need = s.pos[ch] < p.rings[ch].start() ? kGapCredit : 1;
+    if (s.pos[ch] < limit && s.credit[ch] >= need) return true;
   }
   return false;
 }

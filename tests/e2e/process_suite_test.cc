@@ -277,11 +277,10 @@ TEST_P(ProcessSuite, StreamingIsRealTheFirstLineArrivesBeforeTheProcessEnds) {
 TEST_P(ProcessSuite, ReconnectFromTheLastOffsetLosesAndRepeatsNothing) {
   // 50 MiB of numbered lines ("%08.0f\n", 9 bytes each), written 1 MiB at a
   // time; the reader detaches twice and resumes from the offset it reached.
-  constexpr int64_t kLines = 5825422, kChunk = 116509;
+  constexpr int64_t kChunk = 116509, kLines = 50 * kChunk;  // 52,429,050 bytes
   std::string script = "c=0; while [ $c -lt 50 ]; do seq -f %08.0f $((c*" + std::to_string(kChunk) +
                        ")) $((c*" + std::to_string(kChunk) + "+" + std::to_string(kChunk - 1) +
-                       ")); c=$((c+1)); sleep 0.02; done; seq -f %08.0f " + std::to_string(50 * kChunk) +
-                       " " + std::to_string(kLines - 1);
+                       ")); c=$((c+1)); sleep 0.02; done";
   int64_t pid = Start({{"argv", {"sh", "-c", script}}, {"buffer_bytes", 16 << 20}});
   std::string got;
   int64_t from = 0;
