@@ -22,6 +22,9 @@ using proto::Type;
 constexpr int kSendRounds = 4;
 // Credit a stream must have back before it reports a gap (see SendOutput).
 constexpr uint64_t kGapCredit = proto::kInitialWindow / 2;
+// DATA payload per frame of an output stream: four times exec's, so a
+// fast stream costs a quarter of the frames and system calls.
+constexpr uint64_t kOutputChunk = uint64_t{4} * proto::kChunk;
 
 Error NotFound(int64_t pid) { return Error(Code::kS220, "no live process " + std::to_string(pid)); }
 Error Forgotten(int64_t pid) {
@@ -230,7 +233,7 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
     for (int round = 0; round < kSendRounds && s.pos[ch] < limit; ++round) {
       if (s.credit[ch] == 0 || !sink_.OutputRoom()) break;
       auto want = static_cast<size_t>(
-          std::min<uint64_t>({proto::kChunk, s.credit[ch], static_cast<uint64_t>(limit - s.pos[ch])}));
+          std::min<uint64_t>({kOutputChunk, s.credit[ch], static_cast<uint64_t>(limit - s.pos[ch])}));
       std::string_view v = ring.View(s.pos[ch], want);
       if (v.empty()) break;
       sink_.Send(s.id, Type::kData, ch, v);

@@ -435,6 +435,28 @@ TEST_P(ProcessSuite, TheProcessCapIsS400AndStopReapsEverything) {
   EXPECT_EQ(found, "") << "processes left after stop";
 }
 
+TEST_P(ProcessSuite, AQuietBackgroundProcessDoesNotKeepItsSandboxAlive) {
+  // docs/api.md, "Activity": a background process and a follower with
+  // nothing to send are not activity; the reaper stops the sandbox at its
+  // idle timeout and the follower sees a clear end.
+  json c = Ok("sandbox::create", {{"image", "base"}, {"isolation", GetParam()}, {"idle_timeout_secs", 2}});
+  std::string id = c["sandbox_id"];
+  int64_t pid = Start({{"argv", {"sleep", "1000"}}}, id);
+  OutputStream o;
+  std::thread follower([&] { o = ReadOutput(d().port(), id, pid, "follow=true", 0, 120); });
+  bool gone = false;
+  auto end = Clock::now() + 60s;
+  while (!gone && Clock::now() < end) {
+    std::this_thread::sleep_for(500ms);
+    gone = true;
+    for (const auto& s : Ok("sandbox::list", json::object())["sandboxes"])
+      gone = gone && s["sandbox_id"] != id;
+  }
+  follower.join();
+  EXPECT_TRUE(gone) << "a sandbox with only a quiet background process was not reaped";
+  EXPECT_TRUE(o.Failed()) << "the follower did not get a clear end: " << o.raw;
+}
+
 TEST_P(ProcessSuite, ANeverReadingClientDoesNotGrowTheDaemon) {
   auto rss_kb = [&] {
     std::ifstream in("/proc/" + std::to_string(d().pid()) + "/status");
