@@ -16,6 +16,7 @@
 #include "api/channel_session.h"
 #include "api/engine_session.h"
 #include "api/file_transfer.h"
+#include "api/openapi.h"
 #include "api/otel_session.h"
 #include "api/router.h"
 #include "api/server_impl.h"
@@ -71,7 +72,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     Dispatch d = RouteRequest(req.method(), target->path);
     route_ = RouteMatch{d.route, d.param, d.param2};
     std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
-    bool is_health = d.outcome == Dispatch::Outcome::kFound && d.handler == Handler::kHealthz;
+    // /healthz and the API's description need no key.
+    bool is_health = d.outcome == Dispatch::Outcome::kFound &&
+                     (d.handler == Handler::kHealthz || d.handler == Handler::kOpenApi);
     bool upgrade = websocket::is_upgrade(req);
     caller_ = is_health ? nullptr : srv_.Authorized(auth, upgrade ? &query_ : nullptr);
     if (!is_health && !caller_) {
@@ -110,6 +113,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         auto res = std::make_shared<http::response<http::string_body>>(http::status::ok, req.version());
         res->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
         res->body() = srv_.MetricsText();
+        return Write(res);
+      }
+      case Handler::kOpenApi: {
+        auto res = std::make_shared<http::response<http::string_body>>(http::status::ok, req.version());
+        res->set(http::field::content_type, "application/json");
+        res->body() = OpenApiText();
         return Write(res);
       }
       case Handler::kFunctionList:

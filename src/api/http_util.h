@@ -43,6 +43,7 @@ enum class Route {
   kProcessTty,     // /v1/sandboxes/{id}/processes/{pid}/tty (WebSocket)
   kHealthz,
   kMetrics,
+  kOpenApi,  // /openapi.json
   kEngine,   // /
   kOtel,     // /otel
   kChannel,  // /ws/channels/{id}

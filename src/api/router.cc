@@ -8,12 +8,13 @@ namespace {
 
 using boost::beast::http::verb;
 
-constexpr std::array<RouteEntry, 12> kTable = {{
+constexpr std::array<RouteEntry, 13> kTable = {{
     {verb::get, Route::kEngine, Handler::kUpgrade},
     {verb::get, Route::kOtel, Handler::kUpgrade},
     {verb::get, Route::kChannel, Handler::kUpgrade},
     {verb::get, Route::kHealthz, Handler::kHealthz},
     {verb::get, Route::kMetrics, Handler::kMetrics},
+    {verb::get, Route::kOpenApi, Handler::kOpenApi},
     {verb::get, Route::kFunctionList, Handler::kFunctionList},
     {verb::get, Route::kFunctionCall, Handler::kFunctionInfo},
     {verb::post, Route::kFunctionCall, Handler::kFunctionCall},

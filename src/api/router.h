@@ -16,6 +16,7 @@ enum class Handler {
   kUpgrade,  // "/", "/otel", "/ws/channels/{id}", ".../processes/{pid}/tty": WebSocket only
   kHealthz,
   kMetrics,
+  kOpenApi,  // GET /openapi.json (no authentication, as /healthz)
   kFunctionList,
   kFunctionInfo,   // GET  /v1/functions/{id}
   kFunctionCall,   // POST /v1/functions/{id}
