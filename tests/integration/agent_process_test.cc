@@ -522,6 +522,22 @@ TEST_F(AgentProcess, ForgetRemovesAnExitedProcess) {
   EXPECT_EQ(Info(running)["state"], "running");
 }
 
+TEST_F(AgentProcess, OnlyTheNewestExitedProcessesStayListed) {
+  std::vector<int64_t> pids;
+  for (int i = 0; i < proto::kMaxExitedProcesses + 6; ++i) {
+    int64_t pid = Start({"true"}, {{"buffer_bytes", proto::kMinProcBuffer}});
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(Wait(pid)["state"], "exited");
+    pids.push_back(pid);
+  }
+  auto list = Call({{"op", "proc.list"}});
+  ASSERT_TRUE(list.ok());
+  std::set<int64_t> listed;
+  for (const auto& p : (*list)["processes"]) listed.insert(p["pid"].get<int64_t>());
+  EXPECT_EQ(listed, std::set<int64_t>(pids.end() - proto::kMaxExitedProcesses, pids.end()));
+  EXPECT_EQ(CodeOf(Call({{"op", "proc.wait"}, {"pid", pids[0]}})), "S220");
+}
+
 TEST_F(AgentProcess, UnknownPidIsS220ForEveryOp) {
   const int64_t pid = 99999;
   EXPECT_EQ(CodeOf(Call({{"op", "proc.signal"}, {"pid", pid}, {"signal", "TERM"}})), "S220");
@@ -617,6 +633,11 @@ TEST_F(AgentProcess, TerminalHasTheSizeAndTerm) {
               {{"pty", {{"rows", 24}, {"cols", 80}}}, {"env", {kPath, "TERM=dumb"}}});
   o = ReadAll(OpenOutput(pid, 0, 0, true));
   EXPECT_EQ(o.out, "dumb\r\n");
+  // A terminal for another user is that user's.
+  pid = Start({"sh", "-c", "id -u; stat -c %u $(tty); stty size"},
+              {{"pty", {{"rows", 30}, {"cols", 90}}}, {"user", "1000"}});
+  o = ReadAll(OpenOutput(pid, 0, 0, true));
+  EXPECT_EQ(o.out, "1000\r\n1000\r\n30 90\r\n");
   // Resize of a process without a terminal: S221.
   int64_t plain = Start({"sleep", "100"});
   EXPECT_EQ(CodeOf(Call({{"op", "proc.resize"}, {"pid", plain}, {"rows", 40}, {"cols", 132}})), "S221");
