@@ -20,11 +20,13 @@ using proto::Type;
 // DATA chunks per channel per round: one busy stream cannot starve the
 // others (the loop comes back at once, see AddPollFds).
 constexpr int kSendRounds = 4;
-// Credit a stream must have back before it reports a gap (see SendOutput).
-constexpr uint64_t kGapCredit = proto::kInitialWindow / 2;
 // DATA payload per frame of an output stream: four times exec's, so a
 // fast stream costs a quarter of the frames and system calls.
 constexpr uint64_t kOutputChunk = uint64_t{4} * proto::kChunk;
+// Gap METAs a stream may have sent that the host has not provably read:
+// with the first META and the two ENDs, within the 8 unconsumed META/END
+// frames a host reader holds per stream (kMaxQueuedControl, client.h).
+constexpr size_t kMaxUnreadGaps = 4;
 
 Error NotFound(int64_t pid) { return Error(Code::kS220, "no live process " + std::to_string(pid)); }
 Error Forgotten(int64_t pid) {
@@ -101,6 +103,7 @@ Result<ProcOpen> ProcessStreams::OpenOutput(uint32_t id, const json& req, uint64
   s->pos[proto::kStderr] = std::max(r.stderr_from, err.start());
   s->stop[proto::kStdout] = out.end();
   s->stop[proto::kStderr] = err.end();
+  for (uint8_t ch = 0; ch < proto::kChannels; ++ch) s->base_credit[ch] = credit[ch];
   s->attached = true;
   ++p->attached;
   proto::ProcOutputMeta meta;
@@ -212,6 +215,16 @@ void ProcessStreams::Fail(ProcStream& s, const Error& e) {
   s.finished = true;
 }
 
+bool ProcessStreams::GapAllowed(ProcStream& s) {
+  // Credit returned so far on a channel: what the host granted beyond the
+  // window it started with, plus what it gave back of the bytes sent.
+  std::erase_if(s.unread_gaps, [&](const ProcStream::UnreadGap& g) {
+    uint64_t returned = s.credit[g.ch] + s.sent[g.ch] - s.base_credit[g.ch];
+    return returned > g.sent_before;
+  });
+  return s.unread_gaps.size() < kMaxUnreadGaps;
+}
+
 bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
   bool more = false;
   for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
@@ -219,15 +232,14 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
     const OutputRing& ring = p.rings[ch];
     int64_t limit = s.follow ? ring.end() : s.stop[ch];
     if (s.pos[ch] < ring.start() && s.pos[ch] < limit) {
-      // Overwritten before this stream could send them. Said only once the
-      // host has taken half its window since (credit is back to half): a
-      // host that stops reading then sees at most two gaps per channel
-      // queued, never one per overwrite (the host refuses more than a few
-      // unconsumed META frames on one stream, protocol/client.h).
-      if (s.credit[ch] < kGapCredit || !sink_.OutputRoom()) continue;
+      // Only when DATA can follow at once (it is what shows the META was
+      // read), and within the cap; otherwise the loss grows until then.
+      if (s.credit[ch] == 0 || !sink_.OutputRoom() || !GapAllowed(s)) continue;
+      // Overwritten before this stream could send them.
       proto::ProcOutputMeta gap;
       gap.gap = proto::ProcOutputMeta::Gap{ch, s.pos[ch], std::min(ring.start(), limit)};
       sink_.SendJson(s.id, Type::kMeta, gap.ToJson());
+      s.unread_gaps.push_back({ch, s.sent[ch]});
       s.pos[ch] = gap.gap->to;
     }
     for (int round = 0; round < kSendRounds && s.pos[ch] < limit; ++round) {
@@ -239,13 +251,13 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
       sink_.Send(s.id, Type::kData, ch, v);
       s.pos[ch] += static_cast<int64_t>(v.size());
       s.credit[ch] -= v.size();
+      s.sent[ch] += v.size();
     }
     if (s.pos[ch] >= limit && (!s.follow || p.Eof(ch))) {
       sink_.Send(s.id, Type::kEnd, ch, {});
       s.ended[ch] = true;
     }
-    uint64_t need = s.pos[ch] < ring.start() ? kGapCredit : 1;
-    more = more || (s.pos[ch] < limit && s.credit[ch] >= need && sink_.OutputRoom());
+    more = more || (s.pos[ch] < limit && s.credit[ch] > 0 && sink_.OutputRoom());
   }
   return more;
 }
@@ -255,8 +267,11 @@ bool ProcessStreams::CanSend(const ProcStream& s, const LiveProcess& p) const {
   for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
     if (s.ended[ch]) continue;
     int64_t limit = s.follow ? p.rings[ch].end() : s.stop[ch];
-    uint64_t need = s.pos[ch] < p.rings[ch].start() ? kGapCredit : 1;
-    if (s.pos[ch] < limit && s.credit[ch] >= need) return true;
+    if (s.pos[ch] >= limit || s.credit[ch] == 0) continue;
+    // Behind the ring with the gap cap reached: the host's credit (a
+    // frame on the channel) is what wakes the stream.
+    if (s.pos[ch] < p.rings[ch].start() && s.unread_gaps.size() >= kMaxUnreadGaps) continue;
+    return true;
   }
   return false;
 }

@@ -43,6 +43,19 @@ struct ProcStream {
   int64_t pos[proto::kChannels] = {0, 0, 0};
   int64_t stop[proto::kChannels] = {0, 0, 0};
   bool ended[proto::kChannels] = {true, false, false};  // END sent
+  // Gap METAs are not under credit, and a host reader holds at most
+  // kMaxQueuedControl (protocol/client.h) unconsumed META/END frames per stream. A gap
+  // META is always followed by DATA on its channel, and the host returns
+  // credit as it consumes DATA, so credit for a byte sent after the META
+  // proves the META was read. Until then it counts here; at the cap, later
+  // losses wait and become one larger gap.
+  uint64_t sent[proto::kChannels] = {0, 0, 0};         // DATA bytes
+  uint64_t base_credit[proto::kChannels] = {0, 0, 0};  // credit at OPEN
+  struct UnreadGap {
+    uint8_t ch;
+    uint64_t sent_before;  // sent[ch] when the META went out
+  };
+  std::vector<UnreadGap> unread_gaps;
 
   // kInput: bytes not yet taken by the process, then the terminal's
   // end-of-file bytes (close on a terminal).
@@ -103,6 +116,8 @@ class ProcessStreams {
   // it stopped for lack of budget with more to send.
   bool SendOutput(ProcStream& s, const LiveProcess& p);
   bool CanSend(const ProcStream& s, const LiveProcess& p) const;
+  // Whether the stream may send a gap META now (see ProcStream::unread_gaps).
+  static bool GapAllowed(ProcStream& s);
   void Detach(ProcStream& s);
   void Finish(ProcStream& s, const nlohmann::json& result);
   void Fail(ProcStream& s, const Error& e);

@@ -1,6 +1,7 @@
 // Test harness: the real skiff-agent as PID 1 of a private PID and mount
 // namespace whose root is a fresh tmpfs (with /usr bound read-only, /proc,
-// /dev/null, /tmp and a second tmpfs at /mnt2), talking over a socketpair.
+// /dev/null, a devpts instance of its own with /dev/ptmx, /tmp and a second
+// tmpfs at /mnt2), talking over a socketpair.
 #pragma once
 
 #include <fcntl.h>
@@ -70,6 +71,25 @@ class AgentSandbox {
   }
 
   proto::Client& client() { return *client_; }
+
+  // Closes the channel (the agent then kills everything and exits, ending
+  // its namespace) and waits up to `wait` for that. The agent's exit
+  // status, or -1 when it did not end in time.
+  int CloseChannelAndWait(std::chrono::milliseconds wait) {
+    if (client_) client_->Close();
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    while (outer_ > 0) {
+      int st = 0;
+      pid_t r = ::waitpid(outer_, &st, WNOHANG);
+      if (r == outer_) {
+        outer_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      ::usleep(10000);
+    }
+    return -1;
+  }
   pid_t agent_pid() const { return agent_pid_; }
   // Host path of a sandbox path (through /proc/<agent>/root).
   std::string HostPath(const std::string& p) const {
@@ -250,7 +270,8 @@ class AgentSandbox {
     // Everything the children need, prepared before fork.
     std::string r = root_;
     std::string usr = r + "/usr", proc = r + "/proc", tmp = r + "/tmp", dev = r + "/dev",
-                devnull = r + "/dev/null", etc = r + "/etc", mnt2 = r + "/mnt2", root_dir = r + "/root";
+                devnull = r + "/dev/null", pts = r + "/dev/pts", ptmx = r + "/dev/ptmx", etc = r + "/etc",
+                mnt2 = r + "/mnt2", root_dir = r + "/root";
     std::string bin = r + "/bin", lib = r + "/lib", lib64 = r + "/lib64", sbin = r + "/sbin";
     std::vector<std::pair<std::string, std::string>> devs = {{"/dev/zero", dev + "/zero"},
                                                              {"/dev/urandom", dev + "/urandom"}};
@@ -303,6 +324,12 @@ class AgentSandbox {
         if (df >= 0) ::close(df);
         if (::mount(host.c_str(), in.c_str(), nullptr, MS_BIND, nullptr) < 0) ::_exit(104);
       }
+      // Terminals of the sandbox's own (as the jail and the VM guest have).
+      ::mkdir(pts.c_str(), 0755);
+      if (::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+        ::_exit(105);
+      if (::symlink("pts/ptmx", ptmx.c_str()) < 0) ::_exit(106);
       ::mkdir(mnt2.c_str(), 0755);
       if (::mount("tmpfs", mnt2.c_str(), "tmpfs", 0, "mode=0755,size=64m") < 0) ::_exit(99);
       int af = ::open(agent_in_root.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
