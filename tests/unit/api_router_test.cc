@@ -31,6 +31,9 @@ TEST(ApiRouterTest, EveryEndpoint) {
       {verb::post, "/v1/functions/sandbox::exec", Handler::kFunctionCall, "sandbox::exec"},
       {verb::get, "/v1/sandboxes/abc/files", Handler::kFileGet, "abc"},
       {verb::put, "/v1/sandboxes/abc/files", Handler::kFilePut, "abc"},
+      {verb::get, "/v1/sandboxes/abc/processes/17/output", Handler::kProcessOutput, "abc"},
+      {verb::get, "/v1/sandboxes/abc/processes/17/tty", Handler::kUpgrade, "abc"},
+      {verb::get, "/openapi.json", Handler::kOpenApi, ""},
   };
   for (const auto& c : cases) {
     Dispatch d = RouteRequest(c.method, c.path);
@@ -38,6 +41,14 @@ TEST(ApiRouterTest, EveryEndpoint) {
     EXPECT_EQ(d.handler, c.handler) << c.path;
     EXPECT_EQ(d.param, c.param) << c.path;
   }
+  // The process routes carry the pid as written (checked by the session).
+  EXPECT_EQ(RouteRequest(verb::get, "/v1/sandboxes/abc/processes/17/output").param2, "17");
+  EXPECT_EQ(RouteRequest(verb::get, "/v1/sandboxes/abc/processes/x/tty").param2, "x");
+  for (const char* bad : {"/v1/sandboxes/abc/processes//output", "/v1/sandboxes/abc/processes/1/2/output",
+                          "/v1/sandboxes/abc/processes/1/outputs", "/v1/sandboxes//processes/1/output"})
+    EXPECT_EQ(RouteRequest(verb::get, bad).outcome, Outcome::kNotFound) << bad;
+  EXPECT_EQ(RouteRequest(verb::post, "/v1/sandboxes/abc/processes/1/output").outcome,
+            Outcome::kMethodNotAllowed);
 }
 
 TEST(ApiRouterTest, UnknownRouteIsNotFound) {

@@ -4,7 +4,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 skiff=$1
-[ -d "$here/node_modules/iii-sdk" ] || (cd "$here" && npm ci --no-audit --no-fund >&2)
+[ -d "$here/node_modules/iii-sdk" ] && [ -d "$here/node_modules/@seriousme/openapi-schema-validator" ] || (cd "$here" && npm ci --no-audit --no-fund >&2)
 tmp=$(mktemp -d)
 cat > "$tmp/skiff.yaml" <<YAML
 image_allowlist: [python, node, base, host]
@@ -21,4 +21,4 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 cd "$here"
-SKIFF_URL="ws://127.0.0.1:$port" node --test --test-concurrency=1 iii.test.mjs || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
+SKIFF_URL="ws://127.0.0.1:$port" SKIFF_HTTP="http://127.0.0.1:$port" node --test --test-concurrency=1 iii.test.mjs openapi.test.mjs || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
