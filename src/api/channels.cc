@@ -199,6 +199,7 @@ Result<ByteSource> Broker::AttachReader(const nlohmann::json& ref) {
 void Broker::StartProducer(std::shared_ptr<Channel> ch, Producer producer) {
   run_blocking_([ch, producer = std::move(producer)]() {
     ByteSink sink = [&ch](std::string_view bytes) -> bool {
+      if (bytes.empty()) return !ch->Finished();  // a liveness probe (function_def.h)
       while (!bytes.empty()) {
         size_t n = std::min(bytes.size(), kChannelChunk);
         Frame f{true, std::string(bytes.substr(0, n))};

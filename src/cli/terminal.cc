@@ -90,11 +90,13 @@ int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   ::sigemptyset(&sa.sa_mask);
-  struct sigaction old_winch {
-  }, old_term{}, old_hup{}, old_int{};
+  struct sigaction old_winch = {}, old_term = {}, old_hup = {}, old_quit = {}, old_int = {};
   ::sigaction(SIGWINCH, &sa, &old_winch);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGHUP, &sa, &old_hup);
+  // In raw mode Ctrl-\ is a byte for the process; a SIGQUIT from elsewhere
+  // ends the session with the terminal restored, as the others do.
+  ::sigaction(SIGQUIT, &sa, &old_quit);
   if (!opt.raw) ::sigaction(SIGINT, &sa, &old_int);  // raw mode turns Ctrl-C into a byte
   RawMode raw(opt.raw && ::isatty(0));
 
@@ -128,7 +130,7 @@ int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {
       for (ssize_t i = 0; i < k; ++i) {
         if (ev[i] == 0) output_done = true;
         if (ev[i] == SIGWINCH) (void)ep.Resize(CurrentTermSize());
-        if (ev[i] == SIGTERM || ev[i] == SIGHUP || ev[i] == SIGINT) signalled = ev[i];
+        if (ev[i] == SIGTERM || ev[i] == SIGHUP || ev[i] == SIGINT || ev[i] == SIGQUIT) signalled = ev[i];
       }
     }
     if (output_done || signalled) break;
@@ -173,6 +175,7 @@ int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {
   ::sigaction(SIGWINCH, &old_winch, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   ::sigaction(SIGHUP, &old_hup, nullptr);
+  ::sigaction(SIGQUIT, &old_quit, nullptr);
   if (!opt.raw) ::sigaction(SIGINT, &old_int, nullptr);
   ::close(g_wake[0]);
   ::close(g_wake[1]);

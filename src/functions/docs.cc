@@ -213,6 +213,22 @@ that stops reading holds the agent's stream, not the daemon's memory, and loses 
 after 60 s without progress. Over iii (or any function transport) `sandbox::process::output` with
 `follow: true` returns a data-channel reference (`stream`) that carries the same lines.
 
+<a id="process-terminal"></a>
+
+### Process terminal
+
+`GET /v1/sandboxes/{id}/processes/{pid}/tty?from=N` upgrades to a WebSocket attached to the
+process: binary messages from the client are its input (keystrokes, for a PTY process), binary
+messages to the client are its output from offset `N` on (a reconnect passes the offset it reached
+and misses nothing the ring still holds), and text messages carry control as JSON —
+`{"type":"resize","rows":R,"cols":C}` from the client; `{"type":"start","from":N}`,
+`{"type":"gap","from":N,"to":M}`, `{"type":"exit","process":{…}}` (then the socket closes) and
+`{"type":"error","code":…,"message":…}` from skiffd. An unknown pid is an `error` message, then
+the close. Closing the socket detaches; the process goes on. Each direction moves through a queue
+of at most 16 messages, so neither a client that stops reading nor one that types faster than the
+process reads makes the daemon buffer more. `skiff exec -it`, `skiff attach` and `skiff run -it`
+are terminal clients of the same process operations (`docs/cli.md`).
+
 **Activity.** A sandbox's idle clock (`idle_timeout_secs`) is reset by every call to it, at its
 start and its end, and once a second while bytes move through one of its streams (output read,
 input written). A background process by itself, and a followed stream with nothing to send, are

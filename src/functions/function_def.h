@@ -21,9 +21,11 @@ namespace skiff {
 class ChannelBroker {
  public:
   virtual ~ChannelBroker() = default;
-  // fs::read: a channel whose reader gets the bytes `producer` writes to the
+  // fs::read, a followed process output: a channel whose reader gets the bytes `producer` writes to the
   // sink it is given (called when a reader attaches; lazily for big files).
   // Returns the reader reference {"channel_id","access_key","direction":"read"}.
+  // An empty write to the sink sends nothing and answers whether the reader
+  // is still there (a producer with nothing to send asks it now and then).
   using Producer = std::function<Status(const ByteSink& sink)>;
   virtual Result<nlohmann::json> CreateReadChannel(Producer producer) = 0;
   // fs::write with a channel reference as `content`: attach as the reader

@@ -187,7 +187,7 @@ Result<json> HandleProcessOutput(const json& payload, CallContext& ctx) {
     std::string id = t.id;
     SKIFF_ASSIGN_OR_RETURN(
         json ref, ctx.channels->CreateReadChannel([manager, id, req](const ByteSink& sink) -> Status {
-          ProcessOutputLines lines(sink);
+          ProcessOutputLines lines(sink, [&sink] { return sink(std::string_view()); });
           auto info = manager->ProcessOutput(id, req, lines);
           if (!info.ok()) {
             (void)lines.Fail(ErrorToWire(info.error(), ""));

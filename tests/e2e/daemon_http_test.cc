@@ -74,11 +74,30 @@ class DaemonTest : public ::testing::Test {
 };
 Daemon* DaemonTest::daemon_ = nullptr;
 
-const std::vector<std::string> kSandboxFunctions = {
-    "sandbox::catalog::list", "sandbox::create", "sandbox::exec",      "sandbox::fs::chmod",
-    "sandbox::fs::grep",      "sandbox::fs::ls", "sandbox::fs::mkdir", "sandbox::fs::mv",
-    "sandbox::fs::read",      "sandbox::fs::rm", "sandbox::fs::sed",   "sandbox::fs::stat",
-    "sandbox::fs::write",     "sandbox::list",   "sandbox::run",       "sandbox::stop"};
+const std::vector<std::string> kSandboxFunctions = {"sandbox::catalog::list",
+                                                    "sandbox::create",
+                                                    "sandbox::exec",
+                                                    "sandbox::fs::chmod",
+                                                    "sandbox::fs::grep",
+                                                    "sandbox::fs::ls",
+                                                    "sandbox::fs::mkdir",
+                                                    "sandbox::fs::mv",
+                                                    "sandbox::fs::read",
+                                                    "sandbox::fs::rm",
+                                                    "sandbox::fs::sed",
+                                                    "sandbox::fs::stat",
+                                                    "sandbox::fs::write",
+                                                    "sandbox::list",
+                                                    "sandbox::process::forget",
+                                                    "sandbox::process::input",
+                                                    "sandbox::process::list",
+                                                    "sandbox::process::output",
+                                                    "sandbox::process::resize",
+                                                    "sandbox::process::signal",
+                                                    "sandbox::process::start",
+                                                    "sandbox::process::wait",
+                                                    "sandbox::run",
+                                                    "sandbox::stop"};
 
 TEST_F(DaemonTest, HealthzShape) {
   auto r = d().Get("/healthz");

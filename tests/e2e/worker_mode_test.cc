@@ -1,7 +1,7 @@
 // Worker mode (docs/architecture.md#transports-and-their-limits): the real `skiff serve --engine ws://…`
 // joins an engine as worker `iii-sandbox`. No iii engine can be installed here, so the engine side is
 // EngineDouble (engine_double.h), a double written from the spec's message shapes and the iii-sdk's. Covered:
-// the register invocation and the 16 registerfunction messages with the same schemas as GET
+// the register invocation and the 24 registerfunction messages with the same schemas as GET
 // /v1/functions/{id}; invocations of sandbox::run and fs operations answered with invocationresult; an S-code
 // error carried as `invocation_failed` + `handler error: {…}`; no reply for a null invocation_id; engine loss
 // → /healthz engine_disconnected → retries every 2 s → reattach + re-registration, sandboxes kept; a
@@ -28,17 +28,36 @@ const char* kConfig =
     "isolation: jail\n"
     "default_idle_timeout_secs: 600\n";
 
-const std::set<std::string> kSandboxFunctions = {
-    "sandbox::catalog::list", "sandbox::create", "sandbox::exec",      "sandbox::fs::chmod",
-    "sandbox::fs::grep",      "sandbox::fs::ls", "sandbox::fs::mkdir", "sandbox::fs::mv",
-    "sandbox::fs::read",      "sandbox::fs::rm", "sandbox::fs::sed",   "sandbox::fs::stat",
-    "sandbox::fs::write",     "sandbox::list",   "sandbox::run",       "sandbox::stop"};
+const std::set<std::string> kSandboxFunctions = {"sandbox::catalog::list",
+                                                 "sandbox::create",
+                                                 "sandbox::exec",
+                                                 "sandbox::fs::chmod",
+                                                 "sandbox::fs::grep",
+                                                 "sandbox::fs::ls",
+                                                 "sandbox::fs::mkdir",
+                                                 "sandbox::fs::mv",
+                                                 "sandbox::fs::read",
+                                                 "sandbox::fs::rm",
+                                                 "sandbox::fs::sed",
+                                                 "sandbox::fs::stat",
+                                                 "sandbox::fs::write",
+                                                 "sandbox::list",
+                                                 "sandbox::run",
+                                                 "sandbox::stop",
+                                                 "sandbox::process::forget",
+                                                 "sandbox::process::input",
+                                                 "sandbox::process::list",
+                                                 "sandbox::process::output",
+                                                 "sandbox::process::resize",
+                                                 "sandbox::process::signal",
+                                                 "sandbox::process::start",
+                                                 "sandbox::process::wait"};
 
 bool IsType(const Received& r, const std::string& t) {
   return r.msg.is_object() && r.msg.value("type", "") == t;
 }
 
-// Waits until connection `conn` has sent its 16 registerfunction frames and
+// Waits until connection `conn` has sent its 24 registerfunction frames and
 // returns everything that connection sent, in order.
 std::vector<json> Registration(EngineDouble& eng, int conn) {
   auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -50,7 +69,7 @@ std::vector<json> Registration(EngineDouble& eng, int conn) {
       mine.push_back(r.msg);
       if (IsType(r, "registerfunction")) ++regs;
     }
-    if (regs >= 16) return mine;
+    if (regs >= static_cast<int>(kSandboxFunctions.size())) return mine;
     std::this_thread::sleep_for(50ms);
   }
   return {};
@@ -70,7 +89,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
   Daemon d(kConfig, {"--engine", eng->url()});
   ASSERT_TRUE(d.ready()) << d.Log();
 
-  // --- registration: the register invocation first, then the 16 functions.
+  // --- registration: the register invocation first, then the 24 functions.
   auto sent = Registration(*eng, 0);
   ASSERT_FALSE(sent.empty()) << "no registration within 30 s\n" << d.Log();
   const json& first = sent.front();
@@ -192,7 +211,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
     EXPECT_GE(gap, 1500ms) << "retry " << i;
     EXPECT_LE(gap, 4000ms) << "retry " << i;
   }
-  // reattach first, then the register invocation, then the 16 functions.
+  // reattach first, then the register invocation, then the 24 functions.
   ASSERT_GE(resent.size(), 18u);
   EXPECT_EQ(resent[0],
             json({{"type", "reattach"}, {"previous_worker_id", old_worker}, {"reattach_token", old_token}}));

@@ -16,8 +16,9 @@ namespace skiff::e2e {
 class WsClient {
  public:
   struct Msg {
-    int opcode = 0;  // 1 text, 2 binary, 8 close, 9 ping, 10 pong
+    int opcode = 0;  // 1 text, 2 binary, 8 close, 9 ping, 10 pong (0: continuation, inside Recv only)
     std::string data;
+    bool fin = true;
   };
 
   // Returns the HTTP status line's code (101 on success).
@@ -91,14 +92,28 @@ class WsClient {
   void SendText(const std::string& s) { Send(1, s); }
   void SendJson(const json& j) { Send(1, j.dump()); }
 
-  // Next frame, or nullopt on timeout / connection end.
+  // Next message, its fragments joined (RFC 6455 5.4: a server may split a
+  // message into frames), or nullopt on timeout / connection end.
   std::optional<Msg> Recv(int timeout_ms = 10000) {
+    auto m = RecvFrame(timeout_ms);
+    if (!m || m->fin || m->opcode >= 8) return m;
+    while (true) {
+      auto more = RecvFrame(timeout_ms);
+      if (!more) return std::nullopt;
+      if (more->opcode >= 8) continue;  // control frames may come between fragments
+      m->data += more->data;
+      if (more->fin) return m;
+    }
+  }
+  // Next frame, or nullopt on timeout / connection end.
+  std::optional<Msg> RecvFrame(int timeout_ms) {
     timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     unsigned char h[2];
     if (!ReadN(reinterpret_cast<char*>(h), 2)) return std::nullopt;
     Msg m;
     m.opcode = h[0] & 0x0f;
+    m.fin = (h[0] & 0x80) != 0;
     uint64_t len = h[1] & 0x7f;
     if (len == 126) {
       unsigned char e[2];
