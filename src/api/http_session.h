@@ -391,24 +391,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   // the daemon buffer.
   void ProcessOutputGet() {
     auto sid = CanonicalUuid(route_.param);
-    auto number = [](const std::string& v, int64_t max) -> std::optional<int64_t> {
-      if (v.empty() || v.size() > 19) return std::nullopt;
-      int64_t n = 0;
-      for (char c : v) {
-        if (c < '0' || c > '9') return std::nullopt;
-        n = n * 10 + (c - '0');
-      }
-      if (n > max) return std::nullopt;
-      return n;
-    };
     proto::ProcOutputRequest req;
-    auto pid = number(route_.param2, INT32_MAX);
+    auto pid = ParseDecimal(route_.param2, INT32_MAX);
     if (!pid || *pid == 0) return SendError(InvalidRequest("pid: not a process id: " + route_.param2));
     req.pid = *pid;
     for (const char* key : {"stdout_from", "stderr_from"}) {
       auto it = query_.find(key);
       if (it == query_.end()) continue;
-      auto v = number(it->second, INT64_MAX);
+      auto v = ParseDecimal(it->second, INT64_MAX);
       if (!v) return SendError(InvalidRequest(std::string(key) + ": expected an integer >= 0"));
       (std::string_view(key) == "stdout_from" ? req.stdout_from : req.stderr_from) = *v;
     }
@@ -698,22 +688,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   // the session's first answer (an error message, then close).
   void TtyUpgrade(http::request<http::empty_body> req) {
     auto sid = CanonicalUuid(route_.param);
-    auto number = [](const std::string& v, int64_t max) -> std::optional<int64_t> {
-      if (v.empty() || v.size() > 19) return std::nullopt;
-      int64_t n = 0;
-      for (char c : v) {
-        if (c < '0' || c > '9') return std::nullopt;
-        n = n * 10 + (c - '0');
-      }
-      if (n > max) return std::nullopt;
-      return n;
-    };
     keep_alive_ = false;
-    auto pid = number(route_.param2, INT32_MAX);
+    auto pid = ParseDecimal(route_.param2, INT32_MAX);
     if (!pid || *pid == 0) return SendError(InvalidRequest("pid: not a process id: " + route_.param2));
     int64_t from = 0;
     if (auto it = query_.find("from"); it != query_.end()) {
-      auto v = number(it->second, INT64_MAX);
+      auto v = ParseDecimal(it->second, INT64_MAX);
       if (!v) return SendError(InvalidRequest("from: expected an integer >= 0"));
       from = *v;
     }

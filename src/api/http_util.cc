@@ -160,6 +160,18 @@ RouteMatch MatchRoute(std::string_view p) {
   return m;
 }
 
+std::optional<int64_t> ParseDecimal(std::string_view text, int64_t max) {
+  if (text.empty()) return std::nullopt;
+  int64_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    int d = c - '0';
+    if (n > (max - d) / 10) return std::nullopt;  // n * 10 + d would pass max
+    n = n * 10 + d;
+  }
+  return n;
+}
+
 Result<nlohmann::json> ParsePayload(std::string_view body) {
   auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   if (std::all_of(body.begin(), body.end(), ws)) return nlohmann::json::object();

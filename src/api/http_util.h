@@ -61,6 +61,10 @@ using skiff::JsonDepth;
 // "invalid request: payload is not valid JSON: <detail>".
 Result<nlohmann::json> ParsePayload(std::string_view body);
 
+// A decimal integer of path or query text ("0".."max", digits only), or
+// nullopt for anything else, an overflow included.
+std::optional<int64_t> ParseDecimal(std::string_view text, int64_t max);
+
 // Compact JSON that never throws on invalid UTF-8 (replaced with U+FFFD).
 std::string Dump(const nlohmann::json& j);
 // The size of Dump(j), counted without building the string.

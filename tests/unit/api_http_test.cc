@@ -166,6 +166,18 @@ TEST(ChannelTest, ReaderGoneReleasesBlockedWriter) {
   t.join();
 }
 
+TEST(HttpUtilTest, ParseDecimalTakesDigitsUpToItsMaximumAndNothingElse) {
+  EXPECT_EQ(ParseDecimal("0", 10), 0);
+  EXPECT_EQ(ParseDecimal("17", INT32_MAX), 17);
+  EXPECT_EQ(ParseDecimal("2147483647", INT32_MAX), INT32_MAX);
+  EXPECT_EQ(ParseDecimal("9223372036854775807", INT64_MAX), INT64_MAX);
+  for (const char* bad : {"", "-1", "+1", "1.5", "1e3", " 1", "0x10", "2147483648"})
+    EXPECT_FALSE(ParseDecimal(bad, INT32_MAX)) << bad;
+  // Overflow is refused, never wrapped.
+  for (const char* big : {"9223372036854775808", "9999999999999999999", "99999999999999999999999"})
+    EXPECT_FALSE(ParseDecimal(big, INT64_MAX)) << big;
+}
+
 TEST(BrokerTest, AttachRules) {
   Broker broker([](std::function<void()> f) { std::thread(std::move(f)).detach(); });
   auto pair = broker.CreateChannelPair(5000);
