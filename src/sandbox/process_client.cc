@@ -55,6 +55,13 @@ Error ProcessClient::Ended(const proto::Event& ev) const {
   return AgentConnectionError(AgentCall::kProcess, reason, ev.json.value("message", std::string()), sb_.id);
 }
 
+Error ProcessClient::OpenFailed(const Error& e) const {
+  proto::Event closed;  // kClosed
+  closed.json = {{"message", e.message()}};
+  closed.close_reason = sb_.client->close_reason();
+  return Ended(closed);
+}
+
 Error ProcessClient::Malformed(const std::string& what) const {
   return Error(Code::kS300, "the agent of sandbox " + sb_.id + " broke proc.output: " + what);
 }
@@ -66,12 +73,7 @@ Result<nlohmann::json> ProcessClient::Call(const proto::ProcessCall& call) {
   if (const auto* w = std::get_if<proto::ProcWaitRequest>(&call); w != nullptr && w->timeout_ms)
     deadline += std::chrono::milliseconds(*w->timeout_ms);
   auto so = sb_.client->Open(proto::ToJson(call));
-  if (!so.ok()) {
-    proto::Event closed;
-    closed.json = {{"message", so.error().message()}};
-    closed.close_reason = sb_.client->close_reason();
-    return Ended(closed);
-  }
+  if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   (void)s->End(proto::kStdin);
   for (;;) {
@@ -90,11 +92,7 @@ Result<proto::ProcInfo> ProcessClient::Output(const proto::ProcOutputRequest& re
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
   auto so = sb_.client->Open(req.ToJson());
-  if (!so.ok()) {
-    proto::Event closed;
-    closed.json = {{"message", so.error().message()}};
-    return Ended(closed);
-  }
+  if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   (void)s->End(proto::kStdin);
   ActivityTicker activity(sb_);
@@ -180,11 +178,7 @@ Result<proto::ProcInputResult> ProcessClient::Input(const proto::ProcInputReques
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
   auto so = sb_.client->Open(req.ToJson());
-  if (!so.ok()) {
-    proto::Event closed;
-    closed.json = {{"message", so.error().message()}};
-    return Ended(closed);
-  }
+  if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   ActivityTicker activity(sb_);
   for (;;) {

@@ -42,6 +42,8 @@ class ProcessClient {
  private:
   // The end of a stream that did not finish with a RESULT or ERROR.
   Error Ended(const proto::Event& ev) const;
+  // An Open that failed: the connection's end, mapped as Ended.
+  Error OpenFailed(const Error& e) const;
   Error TimedOut(std::string_view op) const;
   // An agent's answer that breaks proc.output's rules (S300).
   Error Malformed(const std::string& what) const;
