@@ -129,18 +129,21 @@ class EngineSession : public WsBase<Protocol> {
     nlohmann::json invocation_id = req->invocation_id;  // null for a void call
     std::string function_id = fid;
     ++in_flight_;
-    Status queued = this->srv_.Dispatch(target, caller_, [self, reply, req = std::move(*req)]() mutable {
-      Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get(), self->caller_);
-      if (!reply) {
-        net::post(self->ws_.get_executor(), [self]() { self->Finished(""); });
-        return;
-      }
-      std::string out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
-                                              [&](const Error& e) { return self->srv_.ErrorBody(e); });
-      Server::Impl::ReturnFreedMemory(out.size());
-      net::post(self->ws_.get_executor(),
-                [self, d = std::move(out)]() mutable { self->Finished(std::move(d)); });
-    });
+    // The answer is sent once the call's lane slot is free again.
+    auto out = std::make_shared<std::string>();
+    Status queued = this->srv_.Dispatch(
+        target, caller_,
+        [self, reply, out, req = std::move(*req)]() mutable {
+          Invocation inv = self->srv_.Call(req.function_id, req.data, self->channels_.get(), self->caller_);
+          if (!reply) return;
+          *out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
+                                       [&](const Error& e) { return self->srv_.ErrorBody(e); });
+          Server::Impl::ReturnFreedMemory(out->size());
+        },
+        [self, out]() {
+          net::post(self->ws_.get_executor(),
+                    [self, d = std::move(*out)]() mutable { self->Finished(std::move(d)); });
+        });
     if (!queued.ok()) {  // the sandbox's lane is full: answered at once
       Invocation inv;
       inv.error = std::move(queued).error();

@@ -226,15 +226,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto self = this->shared_from_this();
     auto target = CallTargetOf(id, payload);
     SandboxService* caller = caller_;
-    Status queued = srv_.Dispatch(target, *caller, [self, caller, id, payload = std::move(payload)]() {
-      std::shared_ptr<Response> res;
-      {
-        Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker, *caller);
-        res = self->Invocation2Response(inv);
-      }
-      Server::Impl::ReturnFreedMemory(res->body().size());
-      net::post(self->stream_.get_executor(), [self, res]() { self->Write(res); });
-    });
+    // The answer is written once the call's lane slot is free again.
+    auto res = std::make_shared<std::shared_ptr<Response>>();
+    Status queued = srv_.Dispatch(
+        target, *caller,
+        [self, caller, id, res, payload = std::move(payload)]() {
+          {
+            Invocation inv = self->srv_.Call(id, payload, &self->srv_.broker, *caller);
+            *res = self->Invocation2Response(inv);
+          }
+          Server::Impl::ReturnFreedMemory((*res)->body().size());
+        },
+        [self, res]() {
+          if (*res) net::post(self->stream_.get_executor(), [self, r = *res]() { self->Write(r); });
+        });
     if (!queued.ok()) {
       srv_.metrics.FunctionCall(id, std::string(CodeName(queued.error().code())));
       Invocation inv;

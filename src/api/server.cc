@@ -216,8 +216,9 @@ void Server::Run() {
       return s.Call(id, payload, nullptr, s.EngineService());
     };
     hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
-    hooks.dispatch = [&s](const std::string& id, const json& payload, std::function<void()> f) {
-      return s.Dispatch(id, payload, s.EngineService(), std::move(f));
+    hooks.dispatch = [&s](const std::string& id, const json& payload, std::function<void()> f,
+                          std::function<void()> answer) {
+      return s.Dispatch(id, payload, s.EngineService(), std::move(f), std::move(answer));
     };
     hooks.rejected = [&s]() {
       if (s.on_rejected) s.on_rejected();

@@ -179,9 +179,13 @@ struct Server::Impl {
   // run; nothing else changes).
   // `caller`: the service of the call's key, so another tenant's sandbox is
   // an unknown one here too (its call runs on the pool, as an unknown id's).
-  Status Dispatch(const std::optional<CallTarget>& target, SandboxService& caller, std::function<void()> f) {
+  // `answer`, if set, runs after `f` (even one that threw) once the call's
+  // lane slot is free (LaneExecutor::Post): it hands the answer `f` made to
+  // the caller.
+  Status Dispatch(const std::optional<CallTarget>& target, SandboxService& caller, std::function<void()> f,
+                  std::function<void()> answer = {}) {
     if (target && SandboxAccess(caller).Exists(target->sandbox_id)) {
-      Status st = lanes.Post(target->LaneKey(), std::move(f));
+      Status st = lanes.Post(target->LaneKey(), std::move(f), std::move(answer));
       if (!st.ok() && st.error().code() == Code::kS003)
         return Error(Code::kS003, "sandbox " + target->sandbox_id + " has " +
                                       std::to_string(config.max_calls_per_sandbox) +
@@ -189,12 +193,15 @@ struct Server::Impl {
                                       (target->stop ? " to stop it" : ""));
       return st;
     }
-    Blocking(std::move(f));
+    Blocking([f = std::move(f), answer = std::move(answer)]() {
+      RunGuarded("api pool task", f);
+      if (answer) answer();
+    });
     return OkStatus();
   }
   Status Dispatch(std::string_view function_id, const json& payload, SandboxService& caller,
-                  std::function<void()> f) {
-    return Dispatch(CallTargetOf(function_id, payload), caller, std::move(f));
+                  std::function<void()> f, std::function<void()> answer = {}) {
+    return Dispatch(CallTargetOf(function_id, payload), caller, std::move(f), std::move(answer));
   }
 
   // The key `token` matches, compared in constant time with every key (no

@@ -229,15 +229,22 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     json invocation_id = req->invocation_id;  // null for a void call
     std::string function_id = req->function_id;
     json payload = req->data;
-    Status queued = hooks.dispatch(function_id, payload, [self, reply, gen, req = std::move(*req)]() mutable {
-      Invocation inv = self->hooks.call(req.function_id, req.data);
-      if (!reply) return;
-      std::string out =
-          iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv), self->hooks.error_body);
-      net::post(self->ioc, [self, gen, s = std::move(out)]() mutable {
-        if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
-      });
-    });
+    // The result is sent once the call's lane slot is free again.
+    auto out = std::make_shared<std::string>();
+    Status queued = hooks.dispatch(
+        function_id, payload,
+        [self, reply, out, req = std::move(*req)]() mutable {
+          Invocation inv = self->hooks.call(req.function_id, req.data);
+          if (reply)
+            *out = iii::EncodeInvocation(req.invocation_id, req.function_id, std::move(inv),
+                                         self->hooks.error_body);
+        },
+        [self, gen, out]() {
+          if (out->empty()) return;
+          net::post(self->ioc, [self, gen, s = std::move(*out)]() mutable {
+            if (gen == self->generation) self->Send(std::move(s));  // results of a lost link drop
+          });
+        });
     if (!queued.ok() && reply) {  // the sandbox's lane is full: answered at once
       Invocation inv;
       inv.error = std::move(queued).error();

@@ -22,8 +22,11 @@ struct WorkerHooks {
   std::function<nlohmann::json(const Error&)> error_body;
   // Runs the blocking work of a call to `id` off the event loop (on the
   // lane of the sandbox it names); an error when it cannot be run (S003:
-  // that sandbox's lane is full).
-  std::function<Status(const std::string& id, const nlohmann::json& payload, std::function<void()>)> dispatch;
+  // that sandbox's lane is full). The second function sends the answer the
+  // first made, once the call's lane slot is free again.
+  std::function<Status(const std::string& id, const nlohmann::json& payload, std::function<void()> work,
+                       std::function<void()> answer)>
+      dispatch;
   // Called on registrationrejected: the daemon exits with status 3.
   std::function<void()> rejected;
 };

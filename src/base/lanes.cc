@@ -16,7 +16,7 @@ LaneExecutor::~LaneExecutor() {
   JoinFinished(lk);
 }
 
-Status LaneExecutor::Post(const std::string& key, std::function<void()> task) {
+Status LaneExecutor::Post(const std::string& key, std::function<void()> task, std::function<void()> then) {
   std::unique_lock<std::mutex> lk(mu_);
   if (shutting_down_) return Error(Code::kS300, name_ + ": shutting down");
   JoinFinished(lk);
@@ -26,7 +26,7 @@ Status LaneExecutor::Post(const std::string& key, std::function<void()> task) {
     return Error(Code::kS003, name_ + ": " + key + " has " +
                                   std::to_string(limits_.threads_per_lane + limits_.queue_per_lane) +
                                   " calls in flight, its limit");
-  lane.queue.push_back(std::move(task));
+  lane.queue.push_back({std::move(task), std::move(then)});
   // A waiting thread of this lane takes it.
   if (lane.idle >= lane.queue.size()) {
     lane.cv.notify_one();
@@ -58,14 +58,20 @@ void LaneExecutor::Work(const std::string& key) {
   Lane& lane = lanes_.at(key);  // erased only once its last thread leaves
   for (;;) {
     if (!lane.queue.empty()) {
-      std::function<void()> task = std::move(lane.queue.front());
+      Lane::Task task = std::move(lane.queue.front());
       lane.queue.pop_front();
       ++lane.running;
       lk.unlock();
-      RunGuarded(name_, task);
-      task = nullptr;  // its captures are released outside the lock
+      RunGuarded(name_, task.run);
+      task.run = nullptr;  // its captures are released outside the lock
       lk.lock();
       --lane.running;
+      if (task.then) {
+        lk.unlock();
+        RunGuarded(name_, task.then);
+        task.then = nullptr;
+        lk.lock();
+      }
       continue;
     }
     if (shutting_down_) break;

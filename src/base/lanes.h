@@ -49,12 +49,21 @@ class LaneExecutor {
   // thread can be started within max_threads; S300 when the executor is
   // shutting down or the host cannot start a thread. A task's exception is
   // logged and ends only that task.
-  Status Post(const std::string& key, std::function<void()> task);
+  //
+  // `then`, if set, runs on the same thread right after `task` (also one
+  // that threw), once the
+  // task's slot is free again: the place to hand a call's answer to its
+  // caller, so a caller who has the answer and sends the next call at once
+  // never finds the slot of the call it already got answered still taken.
+  Status Post(const std::string& key, std::function<void()> task, std::function<void()> then = {});
   Stats stats() const;
 
  private:
   struct Lane {
-    std::deque<std::function<void()>> queue;
+    struct Task {
+      std::function<void()> run, then;
+    };
+    std::deque<Task> queue;
     size_t running = 0;          // tasks being run
     size_t threads = 0;          // running or waiting for work
     size_t idle = 0;             // of those, waiting for work

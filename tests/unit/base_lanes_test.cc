@@ -86,6 +86,31 @@ TEST(LaneExecutorTest, AThrowingTaskEndsOnlyItself) {
   EXPECT_EQ(after.get_future().wait_for(5s), std::future_status::ready);
 }
 
+// A caller that has its answer and sends the next call at once finds the
+// slot free: `then` runs after the task's slot is given back (here the
+// lane's only slot, so posting from `then` fails if it is still taken).
+TEST(LaneExecutorTest, ThenRunsOnceTheSlotIsFree) {
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 1, .queue_per_lane = 0, .max_threads = 4, .idle = 100ms});
+  std::promise<Status> next;
+  std::promise<void> ran_next;
+  ASSERT_TRUE(ex.Post(
+                    "k", [] {},
+                    [&] { next.set_value(ex.Post("k", [&] { ran_next.set_value(); })); })
+                  .ok());
+  Status st = next.get_future().get();
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  EXPECT_EQ(ran_next.get_future().wait_for(5s), std::future_status::ready);
+}
+
+TEST(LaneExecutorTest, ThenRunsAfterATaskThatThrew) {
+  LaneExecutor ex("test lanes",
+                  {.threads_per_lane = 1, .queue_per_lane = 0, .max_threads = 4, .idle = 100ms});
+  std::promise<void> answered;
+  ASSERT_TRUE(ex.Post("k", [] { throw std::runtime_error("boom"); }, [&] { answered.set_value(); }).ok());
+  EXPECT_EQ(answered.get_future().wait_for(5s), std::future_status::ready);
+}
+
 TEST(LaneExecutorTest, DestructorRunsQueuedTasksAndRefusesAfter) {
   std::atomic<int> n{0};
   {
