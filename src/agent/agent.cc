@@ -8,6 +8,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "agent/exec_engine.h"
@@ -45,6 +47,9 @@ using proto::Type;
 // Above this much queued output, the agent stops producing more (pipes and
 // files are not read) until the host drains the channel.
 constexpr size_t kOutHighWater = 8u << 20;
+// Frames at least this large are sent without being copied into out_ first
+// when nothing is queued before them (Loop::SendDirect).
+constexpr size_t kDirectSend = 16u << 10;
 // Bytes read from the host channel per read(), straight into the decoder.
 constexpr size_t kReadSize = size_t{512} * 1024;
 // At most this many requests at once.
@@ -99,8 +104,16 @@ class Loop final : private ExecSink {
  private:
   // Output (ExecSink).
   void Send(uint32_t stream, Type t, uint8_t flags, std::string_view payload) override {
+    if (out_off_ == out_.size() && payload.size() >= kDirectSend && !channel_failed_) {
+      SendDirect(stream, t, flags, payload);
+      return;
+    }
     proto::AppendFrame(out_, stream, t, flags, payload);
   }
+  // With nothing queued before it, a large frame goes to the channel
+  // straight from `payload` (header and body gathered in one call); only
+  // what the channel does not take now is queued.
+  void SendDirect(uint32_t stream, Type t, uint8_t flags, std::string_view payload);
   void SendJson(uint32_t stream, Type t, const json& j) override {
     Send(stream, t, 0, j.dump(-1, ' ', false, json::error_handler_t::replace));
   }
@@ -138,6 +151,7 @@ class Loop final : private ExecSink {
   proto::Decoder dec_;
   std::string out_;
   size_t out_off_ = 0;
+  bool channel_failed_ = false;   // a direct send failed: Flush() reports it
   std::unique_ptr<char[]> bulk_;  // fs.read body buffer, with a header slot
   bool hello_ = false;
   bool shutdown_ = false;
@@ -171,7 +185,30 @@ void Loop::SendResult(uint32_t stream, const json& j) {
   streams_[stream] = std::move(s);
 }
 
+void Loop::SendDirect(uint32_t stream, Type t, uint8_t flags, std::string_view payload) {
+  char header[proto::kHeaderSize];
+  proto::EncodeHeader(header, static_cast<uint32_t>(payload.size()), stream, t, flags);
+  iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t n;
+  do {
+    n = ::sendmsg(ch_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = ::writev(ch_.get(), iov, 2);  // a VM's serial port
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno != EAGAIN) channel_failed_ = true;
+    n = 0;
+  }
+  auto sent = static_cast<size_t>(n);
+  if (sent < sizeof header) out_.append(header + sent, sizeof header - sent);
+  size_t body = sent > sizeof header ? sent - sizeof header : 0;
+  out_.append(payload.substr(body));
+}
+
 bool Loop::Flush() {
+  if (channel_failed_) return false;
   while (out_off_ < out_.size()) {
     ssize_t n = ::send(ch_.get(), out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
     if (n < 0 && errno == ENOTSOCK) n = ::write(ch_.get(), out_.data() + out_off_, out_.size() - out_off_);
@@ -605,7 +642,8 @@ int Loop::Run() {
       procs_.Pump(*it->second->proc, slot, pfds);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t n = ::read(ch_.get(), dec_.Prepare(kReadSize), kReadSize);
+      std::span<char> room = dec_.Room(kReadSize);
+      ssize_t n = ::read(ch_.get(), room.data(), room.size());
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
         // retry on the next round
       } else if (n <= 0) {

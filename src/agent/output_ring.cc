@@ -39,6 +39,20 @@ void OutputRing::Append(std::string_view bytes) {
   held_ = std::min(capacity_, held_ + bytes.size());
 }
 
+OutputRing::Room OutputRing::Writable(size_t max) {
+  if (buf_.size() < capacity_) return {};
+  max = std::min(max, capacity_);
+  size_t pos = Pos(end_);
+  size_t first = std::min(max, capacity_ - pos);
+  return {{buf_.data() + pos, first}, {buf_.data(), max - first}};
+}
+
+void OutputRing::Commit(size_t n) {
+  n = std::min(n, capacity_);
+  end_ += static_cast<int64_t>(n);
+  held_ = std::min(capacity_, held_ + n);
+}
+
 std::string_view OutputRing::View(int64_t from, size_t max) const {
   if (from < start() || from >= end_ || max == 0) return {};
   size_t pos = Pos(from);

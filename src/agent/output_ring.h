@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,20 @@ class OutputRing {
 
   // Appends `bytes`, overwriting the oldest held bytes when full.
   void Append(std::string_view bytes);
+
+  // Reading straight into the ring: up to `max` bytes of storage where the
+  // next appended bytes go, in at most two pieces (the second after the
+  // wrap); Commit(n) then appends the n bytes written there (n <= their
+  // sizes' sum). Offered only once the storage is fully allocated, so a
+  // quiet process's ring stays small: before that both pieces are empty
+  // and the caller reads into a buffer and Appends. The bytes the pieces
+  // cover are the oldest held ones; they count as overwritten only by
+  // Commit.
+  struct Room {
+    std::span<char> first, second;
+  };
+  Room Writable(size_t max);
+  void Commit(size_t n);
 
   // The held bytes from offset `from` on, at most `max`, as one contiguous
   // piece of storage: fewer than asked for when the run wraps (read again

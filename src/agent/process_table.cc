@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,9 @@ constexpr size_t kMaxEchoedBytes = proto::kMaxPayload / 8;
 // Output bytes read per descriptor per wakeup (in chunks): a chatty process
 // cannot starve the others or the channel.
 constexpr int kReadRounds = 4;
+// One read straight into a ring takes at most this much (a pipe holds 64 KiB
+// by default; a terminal's master much less).
+constexpr size_t kDirectRead = size_t{256} * 1024;
 
 int64_t WallMs() {
   timespec ts{};
@@ -264,8 +268,19 @@ void ProcessTable::Pump(const std::vector<pollfd>& pfds) {
 }
 
 void ProcessTable::ReadOutput(LiveProcess& p, uint8_t ch) {
+  OutputRing& ring = p.rings[ch];
   for (int rounds = 0; rounds < kReadRounds && p.out[ch]; ++rounds) {
-    ssize_t n = ::read(p.out[ch].get(), buf_.get(), proto::kChunk);
+    // Straight into the ring once its storage is all there (one copy
+    // fewer), else through the buffer.
+    OutputRing::Room room = ring.Writable(kDirectRead);
+    bool direct = !room.first.empty();
+    ssize_t n;
+    if (direct) {
+      iovec iov[2] = {{room.first.data(), room.first.size()}, {room.second.data(), room.second.size()}};
+      n = ::readv(p.out[ch].get(), iov, room.second.empty() ? 1 : 2);
+    } else {
+      n = ::read(p.out[ch].get(), buf_.get(), proto::kChunk);
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {
@@ -275,7 +290,11 @@ void ProcessTable::ReadOutput(LiveProcess& p, uint8_t ch) {
       if (p.pty) p.input_open = false;
       return;
     }
-    p.rings[ch].Append(std::string_view(buf_.get(), static_cast<size_t>(n)));
+    if (direct) {
+      ring.Commit(static_cast<size_t>(n));
+    } else {
+      ring.Append(std::string_view(buf_.get(), static_cast<size_t>(n)));
+    }
   }
 }
 

@@ -579,7 +579,8 @@ void Client::ReaderLoop() {
       reason = CloseReason::kClosedByHost;
       break;
     }
-    ssize_t n = ::read(fd_.get(), dec.Prepare(kReadSize), kReadSize);
+    std::span<char> room = dec.Room(kReadSize);
+    ssize_t n = ::read(fd_.get(), room.data(), room.size());
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
       // A peer that closes with our bytes unread resets the connection: it

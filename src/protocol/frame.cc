@@ -93,20 +93,44 @@ void Decoder::Compact() {
   }
 }
 
-char* Decoder::Prepare(size_t n) {
+bool Decoder::Directing() const { return direct_ && direct_got_ < direct_->payload.size(); }
+
+std::span<char> Decoder::Room(size_t n) {
+  if (Directing()) {
+    size_t left = direct_->payload.size() - direct_got_;
+    return {direct_->payload.data() + direct_got_, std::min(n, left)};
+  }
+  // A finished direct frame waits for Next(); what follows it is buffered.
   Compact();
   if (buf_.size() < end_ + n) buf_.resize(end_ + n);
-  return buf_.data() + end_;
+  return {buf_.data() + end_, n};
 }
 
-void Decoder::Commit(size_t k) { end_ = std::min(buf_.size(), end_ + k); }
+void Decoder::Commit(size_t k) {
+  if (Directing()) {
+    direct_got_ = std::min(direct_->payload.size(), direct_got_ + k);
+    return;
+  }
+  end_ = std::min(buf_.size(), end_ + k);
+}
 
 void Decoder::Feed(std::string_view bytes) {
-  std::memcpy(Prepare(bytes.size()), bytes.data(), bytes.size());
-  Commit(bytes.size());
+  while (!bytes.empty()) {
+    std::span<char> room = Room(bytes.size());
+    std::memcpy(room.data(), bytes.data(), room.size());
+    Commit(room.size());
+    bytes.remove_prefix(room.size());
+  }
 }
 
 Result<std::optional<Frame>> Decoder::Next() {
+  if (direct_) {
+    if (direct_got_ < direct_->payload.size()) return std::optional<Frame>{};
+    std::optional<Frame> f = std::move(direct_);
+    direct_.reset();
+    direct_got_ = 0;
+    return f;
+  }
   if (end_ - pos_ < kHeaderSize) return std::optional<Frame>{};
   const char* h = buf_.data() + pos_;
   uint32_t len = GetU32(h);
@@ -114,11 +138,21 @@ Result<std::optional<Frame>> Decoder::Next() {
     return Error(Code::kS300, "protocol: frame of " + std::to_string(len) + " bytes exceeds the limit of " +
                                   std::to_string(kMaxPayload));
   if (h[10] != 0 || h[11] != 0) return Error(Code::kS300, "protocol: reserved header bits set");
-  if (end_ - pos_ < kHeaderSize + len) return std::optional<Frame>{};
   Frame f;
   f.stream = GetU32(h + 4);
   f.type = static_cast<Type>(static_cast<uint8_t>(h[8]));
   f.flags = static_cast<uint8_t>(h[9]);
+  size_t have = end_ - pos_ - kHeaderSize;
+  if (have < len) {
+    if (len < kDirectPayload) return std::optional<Frame>{};
+    // The rest of this payload is read straight into the frame's own buffer.
+    f.payload.resize(len);
+    std::memcpy(f.payload.data(), h + kHeaderSize, have);
+    pos_ = end_;
+    direct_ = std::move(f);
+    direct_got_ = have;
+    return std::optional<Frame>{};
+  }
   f.payload.assign(h + kHeaderSize, len);
   pos_ += kHeaderSize + len;
   return std::optional<Frame>(std::move(f));

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -74,21 +75,33 @@ std::optional<uint32_t> DecodeCredit(std::string_view payload);
 class Decoder {
  public:
   void Feed(std::string_view bytes);
-  // Zero-copy feeding: Prepare(n) returns room for up to n bytes at the end
-  // of the buffer (valid until the next call on the decoder); Commit(k)
-  // then adds the k <= n bytes written there.
-  char* Prepare(size_t n);
+  // Zero-copy feeding: Room(n) returns where up to n bytes may be written
+  // (valid until the next call on the decoder); Commit(k) then adds the
+  // k <= size() bytes written there. The room is smaller than n while a
+  // large frame's payload is read straight into that frame's own buffer: it
+  // ends where the payload ends, so the bytes of a payload are copied once
+  // (by the kernel) instead of twice.
+  std::span<char> Room(size_t n);
   void Commit(size_t k);
   // A frame, nullopt if more bytes are needed, or an S300 error if corrupt.
   Result<std::optional<Frame>> Next();
-  size_t buffered() const { return end_ - pos_; }
+  // Bytes fed and not yet returned as frames (a direct frame's header included).
+  size_t buffered() const { return end_ - pos_ + (direct_ ? kHeaderSize + direct_got_ : 0); }
+  // Payloads at least this large whose bytes have not all arrived are read
+  // straight into their frame's buffer.
+  static constexpr size_t kDirectPayload = size_t{16} * 1024;
 
  private:
   void Compact();
+  bool Directing() const;  // a direct payload is still being read
 
   std::string buf_;
-  size_t end_ = 0;  // bytes of buf_ holding data; the rest is Prepare() room
+  size_t end_ = 0;  // bytes of buf_ holding data; the rest is Room() room
   size_t pos_ = 0;
+  // A large frame whose header is read and whose payload is being read
+  // into `direct_->payload` (its full size), `direct_got_` bytes so far.
+  std::optional<Frame> direct_;
+  size_t direct_got_ = 0;
 };
 
 }  // namespace skiff::proto

@@ -23,8 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (fed % 2 == 0) {
       d.Feed(chunk);
     } else {
-      char* room = d.Prepare(chunk.size());
-      chunk.copy(room, chunk.size());
+      std::span<char> room = d.Room(chunk.size());
+      chunk = chunk.substr(0, room.size());  // a direct payload's room ends with it
+      chunk.copy(room.data(), chunk.size());
       d.Commit(chunk.size());
     }
     fed += chunk.size();

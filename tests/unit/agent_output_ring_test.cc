@@ -109,5 +109,45 @@ TEST(OutputRing, StorageGrowsOnlyAsNeeded) {
   EXPECT_EQ(r.end() - r.start(), int64_t{16} << 20);
 }
 
+// Reading straight into the ring: offered only once the storage is all
+// there; pieces split at the wrap; Commit appends what was written, as
+// Append would have.
+TEST(OutputRing, WritableRoomMatchesAppend) {
+  OutputRing big(size_t{1} << 20);
+  EXPECT_TRUE(big.Writable(100).first.empty()) << "no storage yet: read through a buffer";
+  big.Append(Stream(0, 500));
+  EXPECT_TRUE(big.Writable(100).first.empty()) << "storage not all allocated yet";
+
+  OutputRing r(1000);
+  r.Append(Stream(0, 500));
+  r.Append(Stream(500, 700));  // storage full, wrapped: end 1200
+  ASSERT_EQ(r.allocated(), 1000u);
+  int64_t off = r.end();
+  for (size_t n : {50u, 300u, 999u, 1000u, 7u, 650u}) {
+    OutputRing::Room room = r.Writable(n);
+    size_t total = room.first.size() + room.second.size();
+    ASSERT_EQ(total, std::min<size_t>(n, 1000));
+    std::string bytes = Stream(off, total);
+    std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(room.first.size()),
+              room.first.data());
+    std::copy(bytes.begin() + static_cast<std::ptrdiff_t>(room.first.size()), bytes.end(),
+              room.second.data());
+    r.Commit(total);
+    off += static_cast<int64_t>(total);
+    ASSERT_EQ(r.end(), off);
+    ASSERT_EQ(r.start(), off - 1000);
+    ASSERT_EQ(r.Read(r.start(), 1000), Stream(r.start(), 1000));
+  }
+  // A short read commits only what it wrote; the rest of the room is
+  // still held output.
+  int64_t start = r.start();
+  OutputRing::Room room = r.Writable(200);
+  std::string ten = Stream(off, 10);
+  std::copy(ten.begin(), ten.end(), room.first.data());
+  r.Commit(10);
+  EXPECT_EQ(r.start(), start + 10);
+  EXPECT_EQ(r.Read(r.start(), 1000), Stream(r.start(), 1000));
+}
+
 }  // namespace
 }  // namespace skiff::agent

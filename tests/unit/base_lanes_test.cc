@@ -95,8 +95,7 @@ TEST(LaneExecutorTest, ThenRunsOnceTheSlotIsFree) {
   std::promise<Status> next;
   std::promise<void> ran_next;
   ASSERT_TRUE(ex.Post(
-                    "k", [] {},
-                    [&] { next.set_value(ex.Post("k", [&] { ran_next.set_value(); })); })
+                    "k", [] {}, [&] { next.set_value(ex.Post("k", [&] { ran_next.set_value(); })); })
                   .ok());
   Status st = next.get_future().get();
   EXPECT_TRUE(st.ok()) << st.error().message();
@@ -107,7 +106,9 @@ TEST(LaneExecutorTest, ThenRunsAfterATaskThatThrew) {
   LaneExecutor ex("test lanes",
                   {.threads_per_lane = 1, .queue_per_lane = 0, .max_threads = 4, .idle = 100ms});
   std::promise<void> answered;
-  ASSERT_TRUE(ex.Post("k", [] { throw std::runtime_error("boom"); }, [&] { answered.set_value(); }).ok());
+  ASSERT_TRUE(ex.Post(
+                    "k", [] { throw std::runtime_error("boom"); }, [&] { answered.set_value(); })
+                  .ok());
   EXPECT_EQ(answered.get_future().wait_for(5s), std::future_status::ready);
 }
 
