@@ -22,9 +22,11 @@ struct FileDownload {
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> res;
   std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>> sr;
   bool header_sent = false;
+  bool chunked = true;  // false: a body of a length given up front (or none)
 
   void Begin(std::shared_ptr<Channel> c, std::shared_ptr<std::optional<Error>> f) {
     header_sent = false;
+    chunked = true;
     sr.reset();
     res.reset();
     ch = std::move(c);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/channel_session.h"
+#include "api/e2b_exchange.h"
 #include "api/engine_session.h"
 #include "api/file_transfer.h"
 #include "api/openapi.h"
@@ -69,6 +70,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto query = ParseQuery(target->query);
     if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
     query_ = std::move(*query);
+    // The E2B-compatible API has its own authentication (docs/e2b.md#auth).
+    if (IsE2bPath(target->path)) return E2bBegin(target->path);
     Dispatch d = RouteRequest(req.method(), target->path);
     route_ = RouteMatch{d.route, d.param, d.param2};
     std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
@@ -479,6 +482,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         if (!dl_.header_sent) {  // no meta: should not happen; answer cleanly
           return SendError(Error(Code::kS216, "fs i/o error: no file metadata"));
         }
+        if (!dl_.chunked) {  // the body's length was told: it is complete
+          dl_.ch.reset();
+          if (!keep_alive_) return Close();
+          return ReadHeader();
+        }
         stream_.expires_after(kWriteStall);
         net::async_write(stream_, http::make_chunk_last(), [self](beast::error_code ec, size_t) {
           self->stream_.expires_never();
@@ -495,7 +503,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       json meta = json::parse(f.data, nullptr, false);
       dl_.res.emplace(http::status::ok, 11);
       dl_.res->set(http::field::server, "skiffd/" + Version());
-      if (meta.contains("content_type")) {  // a stream of lines (ProcessOutputGet)
+      if (meta.contains("status")) {  // an E2B answer (ChannelResponseWriter)
+        int status = meta.value("status", 200);
+        dl_.res->result(static_cast<unsigned>(status));
+        if (std::string ct = meta.value("content_type", std::string()); !ct.empty())
+          dl_.res->set(http::field::content_type, ct);
+        for (const auto& h : meta["headers"]) dl_.res->set(h[0].get<std::string>(), h[1].get<std::string>());
+        if (meta.contains("length")) {
+          dl_.res->content_length(meta["length"].get<uint64_t>());
+          dl_.chunked = false;
+        } else if (status == 204 || status == 304) {
+          dl_.chunked = false;
+        }
+      } else if (meta.contains("content_type")) {  // a stream of lines (ProcessOutputGet)
         dl_.res->set(http::field::content_type, meta.value("content_type", std::string()));
         dl_.res->set(http::field::cache_control, "no-store");
       } else {  // a file (FileGet)
@@ -505,7 +525,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         dl_.res->set("X-Skiff-Mtime", std::to_string(meta.value("mtime", int64_t{0})));
       }
       dl_.res->keep_alive(keep_alive_);
-      dl_.res->chunked(true);
+      if (dl_.chunked) dl_.res->chunked(true);
       dl_.sr.emplace(*dl_.res);
       stream_.expires_after(kWriteStall);
       http::async_write_header(stream_, *dl_.sr, [self](beast::error_code ec, size_t) {
@@ -523,17 +543,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     // A reader that stalls for kWriteStall loses the download (and frees the
     // pool thread that feeds it).
     stream_.expires_after(kWriteStall);
-    net::async_write(stream_, http::make_chunk(net::buffer(*data)),
-                     [self, data](beast::error_code ec, size_t) {
-                       self->stream_.expires_never();
-                       if (ec) {
-                         self->dl_.ch->ReaderGone();
-                         beast::error_code ignored;
-                         self->stream_.socket().close(ignored);
-                         return;
-                       }
-                       self->PumpDownload();
-                     });
+    auto written = [self, data](beast::error_code ec, size_t) {
+      self->stream_.expires_never();
+      if (ec) {
+        self->dl_.ch->ReaderGone();
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->PumpDownload();
+    };
+    if (dl_.chunked) {
+      net::async_write(stream_, http::make_chunk(net::buffer(*data)), std::move(written));
+    } else {
+      net::async_write(stream_, net::buffer(*data), std::move(written));
+    }
   }
 
   void FilePut() {
@@ -577,19 +601,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
               std::shared_ptr<Channel> ch;
               ~Guard() { ch->ReaderGone(); }
             } guard{ch};
-            ByteSource src = [ch]() -> Result<std::string> {
-              while (true) {
-                auto r = ch->PopBlocking(kPutStall);
-                if (!r.ok()) {
-                  Error e = std::move(r).error();
-                  return Error(Code::kS218, e.message());
-                }
-                if (!r->has_value()) return std::string();
-                if ((*r)->data.empty()) continue;
-                return std::move((*r)->data);
-              }
-            };
-            auto res = SandboxAccess(*caller).WriteFile(sid, path, mode, parents, src);
+            auto res = SandboxAccess(*caller).WriteFile(sid, path, mode, parents, BodySource(ch));
             ch->ReaderGone();
             net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
               self->up_.result.emplace(std::move(res));
@@ -605,6 +617,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       self->up_.buf.resize(kChannelChunk);
       self->ReadUpload();
     });
+  }
+
+  // An upload's body as the worker pulls it from the channel.
+  static ByteSource BodySource(std::shared_ptr<Channel> ch) {
+    return [ch]() -> Result<std::string> {
+      while (true) {
+        auto r = ch->PopBlocking(kPutStall);
+        if (!r.ok()) {
+          Error e = std::move(r).error();
+          return Error(Code::kS218, e.message());
+        }
+        if (!r->has_value()) return std::string();
+        if ((*r)->data.empty()) continue;
+        return std::move((*r)->data);
+      }
+    };
   }
 
   void ReadUpload() {
@@ -682,8 +710,113 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
       // (never two reads at once on the stream).
       no_drain_ = true;
     }
+    if (e2b_reply_) {
+      e2b::Reply r = std::move(*e2b_reply_);
+      e2b_reply_.reset();
+      return SendE2b(r);
+    }
     if (res.ok()) return SendJson(http::status::ok, *res);
     SendError(res.error());
+  }
+
+  // ---------------------------------------------------------- E2B
+
+  // A request under /e2b (docs/e2b.md): its body is read (an upload's is
+  // streamed to the worker), the API runs on the lane of the sandbox it
+  // names, and its answer comes back through the download channel.
+  void E2bBegin(std::string_view path) {
+    e2b_ = std::make_shared<e2b::Request>(E2bRequestOf(hp_->get(), path, query_));
+    if (e2b::Api::IsUpload(*e2b_)) return E2bUpload();
+    if (auto cl = hp_->content_length(); cl && *cl > e2b::Api::kMaxBody) return E2bTooLarge();
+    auto self = this->shared_from_this();
+    MaybeContinue([self]() {
+      self->bp_.emplace(std::move(*self->hp_));
+      self->bp_->body_limit(e2b::Api::kMaxBody);
+      self->stream_.expires_after(std::chrono::seconds(120));
+      http::async_read(self->stream_, self->buf_, *self->bp_,
+                       [self](beast::error_code ec, size_t) { self->OnE2bBody(ec); });
+    });
+  }
+
+  void E2bTooLarge() {
+    keep_alive_ = false;
+    SendE2b(
+        e2b::Reply::Error(413, "the request body exceeds " + std::to_string(e2b::Api::kMaxBody) + " bytes"));
+  }
+
+  void SendE2b(const e2b::Reply& r) {
+    auto res = std::make_shared<Response>(static_cast<http::status>(r.status), 11);
+    res->set(http::field::server, "skiffd/" + Version());
+    if (!r.content_type.empty()) res->set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res->set(k, v);
+    res->body() = r.body;
+    Write(res);
+  }
+
+  std::optional<CallTarget> E2bTarget() const {
+    auto t = srv_.e2b->TargetOf(*e2b_);
+    if (!t) return std::nullopt;
+    return CallTarget{t->sandbox_id, t->stop, t->stream};
+  }
+
+  void OnE2bBody(beast::error_code ec) {
+    stream_.expires_never();
+    if (ec == http::error::body_limit) return E2bTooLarge();
+    if (ec) {
+      keep_alive_ = false;
+      if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof)
+        return Close();
+      return SendE2b(e2b::Reply::Error(400, "the request body could not be read: " + ec.message()));
+    }
+    auto body = std::make_shared<std::string>(std::move(bp_->get().body()));
+    keep_alive_ = bp_->get().keep_alive();
+    bp_.reset();
+    auto ch = std::make_shared<Channel>(16);
+    dl_.Begin(ch, std::make_shared<std::optional<Error>>(Error(Code::kS300, "the E2B call gave no answer")));
+    e2b::Api* api = srv_.e2b.get();
+    auto req = e2b_;
+    Status queued = srv_.Dispatch(E2bTarget(), srv_.manager, [api, req, body, ch]() {
+      ChannelResponseWriter out(ch);
+      api->Handle(*req, *body, out);
+      out.Finish();
+    });
+    if (!queued.ok()) {
+      ch->ReaderGone();
+      return SendE2b(e2b::Reply::Error(429, queued.error().message()));
+    }
+    PumpDownload();
+  }
+
+  void E2bUpload() {
+    auto ch = std::make_shared<Channel>(16);
+    up_.Begin(ch);
+    auto self = this->shared_from_this();
+    MaybeContinue([self, ch]() {
+      e2b::Api* api = self->srv_.e2b.get();
+      auto req = self->e2b_;
+      Status queued = self->srv_.Dispatch(self->E2bTarget(), self->srv_.manager, [self, api, req, ch]() {
+        struct Guard {
+          std::shared_ptr<Channel> ch;
+          ~Guard() { ch->ReaderGone(); }
+        } guard{ch};
+        auto reply = std::make_shared<e2b::Reply>(api->Upload(*req, BodySource(ch)));
+        ch->ReaderGone();
+        net::post(self->stream_.get_executor(), [self, reply]() {
+          self->e2b_reply_ = std::move(*reply);
+          self->up_.result.emplace(json());
+          self->MaybeFinishPut();
+        });
+      });
+      if (!queued.ok()) {
+        ch->ReaderGone();
+        self->e2b_reply_ = e2b::Reply::Error(429, queued.error().message());
+        self->up_.result.emplace(json());
+      }
+      self->up_.parser.emplace(std::move(*self->hp_));
+      self->up_.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      self->up_.buf.resize(kChannelChunk);
+      self->ReadUpload();
+    });
   }
 
   // ---------------------------------------------------------- upgrades
@@ -759,6 +892,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   bool keep_alive_ = true;
   FileDownload dl_;
   FileUpload up_;
+  std::shared_ptr<e2b::Request> e2b_;    // the current E2B request
+  std::optional<e2b::Reply> e2b_reply_;  // an E2B upload's answer
   bool no_drain_ = false;
   bool close_after_read_ = false;
   ConnectionSlot slot_;

@@ -12,16 +12,12 @@
 
 #include "base/error.h"
 #include "base/json_limits.h"
+#include "base/text.h"  // PercentDecode, PercentEncode
 
 namespace skiff::api {
 
 inline constexpr size_t kMaxPayloadBytes = 32u << 20;  // docs/api.md#limits-and-defaults
 using skiff::kMaxJsonDepth;
-
-// Percent-decodes `in` ("%3A" -> ":"). '+' is kept literally unless
-// `plus_is_space`. nullopt for a malformed escape.
-std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space = false);
-std::string PercentEncode(std::string_view in);
 
 // Splits "a=1&b=x%20y" into decoded pairs; the first occurrence of a key wins.
 // nullopt when an escape is malformed.

@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "base/unique_fd.h"
+#include "e2b/api.h"
 #include "functions/decode.h"
 #include "functions/errors.h"
 #include "functions/registry.h"
@@ -123,6 +124,18 @@ struct Server::Impl {
       tenants.emplace(std::string(kEngineTenant),
                       std::make_unique<TenantScope>(manager, std::string(kEngineTenant)));
     }
+    e2b::Options eo;
+    if (config.isolation != "auto") eo.isolation = config.isolation;
+    e2b = std::make_unique<e2b::Api>(
+        manager,
+        [this](std::string_view key) -> SandboxService* {
+          // E2B's X-API-Key: any key without configured keys, else one of
+          // them (and its tenant's view with tenancy on).
+          if (keys.empty()) return &manager;
+          const ApiKey* k = MatchKey(key);
+          return k ? &ServiceOf(k->name) : nullptr;
+        },
+        std::move(eo));
   }
 
   SandboxService& manager;  // function calls (CallContext) and the server's own setup
@@ -148,6 +161,9 @@ struct Server::Impl {
   // plus worker mode's (kEngineTenant). docs/configuration.md#tenants.
   const std::vector<ApiKey> keys;
   std::map<std::string, std::unique_ptr<TenantScope>, std::less<>> tenants;
+  // The E2B-compatible API under /e2b (docs/e2b.md); its timer stops
+  // sandboxes at their E2B end of life.
+  std::unique_ptr<e2b::Api> e2b;
 
   // The service the calls of `tenant` run against: its scope with tenancy
   // on, the whole manager without.

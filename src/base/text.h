@@ -26,6 +26,11 @@ std::optional<std::string> CanonicalUuid(std::string_view in);
 // 32 random bytes as 64 hex characters (access keys).
 std::string RandomHex(size_t bytes);
 
+// Percent-decodes `in` ("%3A" -> ":"). '+' is kept literally unless
+// `plus_is_space`. nullopt for a malformed escape.
+std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space = false);
+std::string PercentEncode(std::string_view in);
+
 // RFC 3339 UTC with milliseconds: "2026-09-01T12:34:56.789Z".
 std::string Rfc3339Millis(int64_t unix_millis);
 int64_t NowUnixMillis();

@@ -44,7 +44,7 @@ Status DaemonProcess::Resize(proto::TermSize size) {
 }
 
 Result<proto::ProcInfo> DaemonProcess::Output(int64_t from, ProcessOutputSink& sink) {
-  std::string path = "/v1/sandboxes/" + api::PercentEncode(id_) + "/processes/" + std::to_string(pid_) +
+  std::string path = "/v1/sandboxes/" + PercentEncode(id_) + "/processes/" + std::to_string(pid_) +
                      "/output?follow=true&stdout_from=" + std::to_string(from) +
                      "&stderr_from=" + std::to_string(from);
   OutputLines lines(sink);

@@ -17,7 +17,7 @@ namespace {
 using json = nlohmann::json;
 
 std::string FilesPath(const std::string& id, const std::string& path, const std::string& extra = "") {
-  return "/v1/sandboxes/" + api::PercentEncode(id) + "/files?path=" + api::PercentEncode(path) + extra;
+  return "/v1/sandboxes/" + PercentEncode(id) + "/files?path=" + PercentEncode(path) + extra;
 }
 
 int ReportHttpBody(const ClientFlags& flags, const HttpResponse& r) {
@@ -69,7 +69,7 @@ int Upload(const ClientFlags& flags, const std::string& local, const std::string
     return kExitSkiffError;
   }
   std::string extra = parents ? "&parents=true" : "";
-  if (!mode.empty()) extra += "&mode=" + api::PercentEncode(mode);
+  if (!mode.empty()) extra += "&mode=" + PercentEncode(mode);
   Client c(*ep);
   auto r = c.Upload(FilesPath(id, path, extra), in);
   if (in != stdin) std::fclose(in);

@@ -1,0 +1,97 @@
+// The E2B-compatible API (docs/e2b.md): the control plane (create, connect,
+// list, info, timeout, kill), each sandbox's envd (the process and
+// filesystem Connect services, /files, /health) and the routing between
+// them by E2B's headers. Transport-free: the HTTP session turns requests
+// into Request values, runs Handle() on the worker a call to that sandbox
+// runs on (TargetOf), and sends what the ResponseWriter receives. Every
+// operation goes to skiff's own SandboxService, as the native API's do.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "e2b/exchange.h"
+#include "e2b/sandbox_book.h"
+#include "sandbox/service.h"
+
+namespace skiff::e2b {
+
+struct Options {
+  // E2B template name -> skiff image; a template not listed is used as an
+  // image name as it is.
+  std::map<std::string, std::string> templates = {{"base", "base"}, {"code-interpreter-v1", "python"}};
+  uint64_t default_timeout_secs = 300;
+  uint64_t max_timeout_secs = 86400;
+  std::optional<std::string> isolation;  // nullopt: the daemon's default
+};
+
+// The service an X-API-Key reaches (the caller's tenant with tenancy on),
+// or null when the key is refused.
+using KeyCheck = std::function<SandboxService*(std::string_view api_key)>;
+
+class Api {
+ public:
+  // `all` serves envd traffic once the sandbox's access token checked out.
+  Api(SandboxService& all, KeyCheck keys, Options options);
+  ~Api();  // stops the lifetime timer
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // Which sandbox's worker lane a request runs on (nullopt: the shared
+  // pool), and whether it is a stream that may wait long (its own lane).
+  struct Target {
+    std::string sandbox_id;
+    bool stop = false;
+    bool stream = false;
+  };
+  std::optional<Target> TargetOf(const Request& req) const;
+  // POST /files: the body is streamed to Upload() instead of read first.
+  static bool IsUpload(const Request& req);
+  // The largest body Handle() takes (the rest are refused with 413).
+  static constexpr size_t kMaxBody = size_t{8} << 20;
+
+  void Handle(const Request& req, const std::string& body, ResponseWriter& out);
+  Reply Upload(const Request& req, const ByteSource& body);
+
+  // Stops every sandbox whose lifetime ended (the timer calls it each second).
+  void ExpireOnce(int64_t now_ms);
+
+  struct Envd;  // the sandbox an envd request reached, its record and user (envd.h)
+
+ private:
+  Reply Control(const Request& req, const std::string& body);
+  Result<Envd> EnvdOf(const Request& req, bool need_token) const;
+
+  // Control plane (control_plane.cc).
+  Reply Create(SandboxService& svc, const std::string& body);
+  Reply Connect(SandboxService& svc, const std::string& id, const std::string& body);
+  Reply Info(SandboxService& svc, const std::string& id);
+  Reply List(SandboxService& svc, const Request& req, bool v2);
+  Reply Kill(SandboxService& svc, const std::string& id);
+  Reply SetTimeout(SandboxService& svc, const std::string& id, const std::string& body);
+  std::optional<SandboxRecord> Live(SandboxService& svc, const std::string& id);
+
+  // envd (envd_process.cc, envd_filesystem.cc, envd_files.cc).
+  void ProcessRpc(const Envd& e, const std::string& method, const Request& req, const std::string& body,
+                  ResponseWriter& out);
+  Reply FilesystemRpc(const Envd& e, const std::string& method, const std::string& body);
+  void FilesGet(const Envd& e, const Request& req, ResponseWriter& out);
+
+  SandboxService& all_;
+  KeyCheck keys_;
+  Options options_;
+  SandboxBook book_;
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stopping_ = false;
+  std::thread timer_;
+};
+
+}  // namespace skiff::e2b
