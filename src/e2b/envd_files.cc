@@ -5,6 +5,7 @@
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/envd.h"
+#include "e2b/multipart_reader.h"
 
 namespace skiff::e2b {
 
@@ -33,6 +34,29 @@ Reply FileError(const Error& e) {
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Each "file" part of the form written in order, to its filename (a path,
+// as given) or, for a part without one, to ?path=.
+Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& req, const ByteSource& body) {
+  auto boundary = MultipartBoundary(req.Header("content-type"));
+  if (!boundary.ok()) return Reply::Error(400, boundary.error().message());
+  MultipartReader form(*boundary, body);
+  json out = json::array();
+  while (true) {
+    auto part = form.NextPart();
+    if (!part.ok()) return FileError(part.error());
+    if (!*part) break;
+    if ((*part)->name != "file") continue;  // other fields: skipped
+    std::string raw = (*part)->filename && !(*part)->filename->empty() ? *(*part)->filename : req.Query("path");
+    if (raw.empty()) return Reply::Error(400, "a part has no filename and the request no ?path=");
+    if (raw.find('\0') != std::string::npos) return Reply::Error(400, "a part's filename holds a NUL byte");
+    std::string path = e.Resolve(raw);
+    auto written = svc.FsWrite(e.record.sandbox_id, path, 0644, true, [&form]() { return form.Read(); });
+    if (!written.ok()) return FileError(written.error());
+    out.push_back({{"name", BaseName(path)}, {"type", "file"}, {"path", path}});
+  }
+  return Reply::Json(200, out);
 }
 
 }  // namespace
@@ -73,8 +97,7 @@ Reply Api::Upload(const Request& req, const ByteSource& body) {
     return Reply::Error(400,
                         "Content-Encoding " + req.Header("content-encoding") +
                             ": compressed uploads are not supported by skiff yet (docs/e2b.md#differences)");
-  if (type.rfind("multipart/form-data", 0) == 0)
-    return Reply::Error(415, "multipart uploads: not supported yet (docs/e2b.md#differences)");
+  if (type.rfind("multipart/form-data", 0) == 0) return MultipartUpload(all_, *e, req, body);
   std::string raw = req.Query("path");
   if (raw.empty()) return Reply::Error(400, "path: required");
   std::string path = e->Resolve(raw);
