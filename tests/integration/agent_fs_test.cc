@@ -317,6 +317,18 @@ TEST_F(AgentFs, MvAcrossFilesystemsCopies) {
   EXPECT_EQ(sb_->Sh("ls -A /mnt2"), "file\nflink\ntree\n");  // no temp left
 }
 
+// A tree deeper than the stack would hold 64 KiB per level of (the copy's
+// buffer once lived in each level's frame, and ~120 levels killed the
+// agent) is copied and removed like any other.
+TEST_F(AgentFs, MvOfADeepTreeAcrossFilesystems) {
+  sb_->Sh("d=/deep; for i in $(seq 1 300); do d=$d/a; done; mkdir -p $d && echo bottom > $d/f");
+  auto r = Op("fs.mv", {{"src", "/deep"}, {"dst", "/mnt2/deep"}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(
+      sb_->Sh("d=/mnt2/deep; for i in $(seq 1 300); do d=$d/a; done; cat $d/f; test -e /deep || echo gone"),
+      "bottom\ngone\n");
+}
+
 // ------------------------------------------------------------------ chmod
 
 TEST_F(AgentFs, Chmod) {
