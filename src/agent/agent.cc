@@ -562,7 +562,9 @@ int Loop::Run() {
   sigset_t set;
   ::sigemptyset(&set);
   ::sigaddset(&set, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  // This thread's mask (sigprocmask is unspecified once there are threads);
+  // the fs workers block every signal from their start (fs_pool.h).
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
   sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd_) {
     SKIFF_LOG(Error) << "signalfd: " << ErrnoName(errno);
