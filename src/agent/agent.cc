@@ -25,6 +25,7 @@
 
 #include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
+#include "agent/fs_pool.h"
 #include "agent/process_streams.h"
 #include "agent/process_table.h"
 #include "agent/vm_init.h"
@@ -63,7 +64,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain, kProc };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -78,6 +79,8 @@ struct StreamState {
   std::optional<AtomicWrite> write;
   // fs.read
   UniqueFd rfd;
+  // fs.ls, fs.stat, ... on the FsPool: its job, until its answer comes
+  uint64_t fs_job = 0;
   // drain: queued bytes per channel, then END, then `final`
   std::string pending[proto::kChannels];
   size_t pending_off[proto::kChannels] = {0, 0, 0};
@@ -90,7 +93,9 @@ struct StreamState {
 // and the streams of fs.write/fs.read and queued answers. Execs are run by
 // the ExecEngine, which writes its frames through this loop (ExecSink);
 // live processes live in the ProcessTable and their proc.* requests are
-// run by ProcessStreams, through the same sink.
+// run by ProcessStreams, through the same sink. The other fs operations run
+// on the FsPool's workers; their answers come back through its fd and are
+// sent from here, like every frame.
 class Loop final : private ExecSink {
  public:
   Loop(UniqueFd ch, const AgentOptions& opt)
@@ -119,6 +124,7 @@ class Loop final : private ExecSink {
   }
   void SendError(uint32_t stream, const Error& e);
   void SendResult(uint32_t stream, const json& j);
+  void SendResultText(uint32_t stream, std::string text);
   void GrantCredit(uint32_t stream, uint8_t ch, uint64_t n) override {
     while (n > 0) {
       auto part = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
@@ -138,6 +144,8 @@ class Loop final : private ExecSink {
   void StartWrite(uint32_t id, const json& req);
   void StartRead(uint32_t id, const json& req);
   void StartProc(uint32_t id, const std::string& op, const json& req);
+  void StartFsOp(uint32_t id, FsOpFn op, json req);
+  void OnFsOpsFinished();
 
   // Streams.
   void PumpRead(StreamState& s);
@@ -162,6 +170,7 @@ class Loop final : private ExecSink {
   ExecEngine engine_;
   ProcessTable table_;
   ProcessStreams procs_;
+  FsPool pool_;
 };
 
 void Loop::SendError(uint32_t stream, const Error& e) {
@@ -169,7 +178,10 @@ void Loop::SendError(uint32_t stream, const Error& e) {
 }
 
 void Loop::SendResult(uint32_t stream, const json& j) {
-  std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  SendResultText(stream, j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void Loop::SendResultText(uint32_t stream, std::string text) {
   if (text.size() <= proto::kMaxPayload) {
     Send(stream, Type::kResult, 0, text);
     return;
@@ -351,6 +363,9 @@ void Loop::OnFrame(const proto::Frame& f) {
         return;
       }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
+      // A queued operation never runs; a running one ends on its worker,
+      // unreported (the host has its answer: this error).
+      if (s.kind == Kind::kFsOp) pool_.Cancel(s.fs_job);
       SendError(s.id, Error(Code::kS218, "fs channel aborted: cancelled by the host"));
       streams_.erase(it);
       return;
@@ -398,7 +413,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
       shutdown_ = true;
       r = proto::EmptyResult{}.ToJson();
     } else if (FsOpFn fs_op = FindFsOp(op)) {
-      r = fs_op(req);
+      return StartFsOp(id, fs_op, std::move(req));
     } else {
       r = Error(Code::kS219, "operation not supported by this sandbox's agent: " + op);
     }
@@ -466,6 +481,37 @@ void Loop::StartProc(uint32_t id, const std::string& op, const json& req) {
   s->kind = Kind::kProc;
   s->proc = std::move(r->stream);
   streams_[id] = std::move(s);
+}
+
+void Loop::StartFsOp(uint32_t id, FsOpFn op, json req) {
+  if (pool_.workers() == 0) {
+    // No threads could be had: run it here, as a single-threaded agent.
+    Result<std::string> r = RunFsOp(op, req);
+    if (!r.ok()) return SendError(id, r.error());
+    return SendResultText(id, std::move(r).value());
+  }
+  auto job = pool_.Submit(id, op, std::move(req));
+  if (!job.ok()) return SendError(id, job.error());
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  s->kind = Kind::kFsOp;
+  s->fs_job = *job;
+  streams_[id] = std::move(s);
+}
+
+// Answers of the pool's operations. One whose stream is gone (cancelled) or
+// is another request's now is dropped: a stream gets one final frame.
+void Loop::OnFsOpsFinished() {
+  for (FsPool::Finished& f : pool_.TakeFinished()) {
+    auto it = streams_.find(f.id);
+    if (it == streams_.end() || it->second->kind != Kind::kFsOp || it->second->fs_job != f.job) continue;
+    streams_.erase(it);
+    if (f.answer.ok()) {
+      SendResultText(f.id, std::move(f.answer).value());
+    } else {
+      SendError(f.id, f.answer.error());
+    }
+  }
 }
 
 void Loop::PumpRead(StreamState& s) {
@@ -553,7 +599,9 @@ int Loop::Run() {
   sigset_t set;
   ::sigemptyset(&set);
   ::sigaddset(&set, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  // This thread's mask (sigprocmask is unspecified once there are threads);
+  // the fs workers block every signal from their start (fs_pool.h).
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
   sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd_) {
     SKIFF_LOG(Error) << "signalfd: " << ErrnoName(errno);
@@ -600,6 +648,7 @@ int Loop::Run() {
     proc_slots.clear();
     pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
+    pfds.push_back({pool_.fd(), POLLIN, 0});  // -1 (ignored by poll) without workers
     int timeout = -1;
     int64_t now = NowMs();
     table_.AddPollFds(pfds, timeout, now);
@@ -631,6 +680,7 @@ int Loop::Run() {
       }
       Reap();
     }
+    if (pfds[2].revents & POLLIN) OnFsOpsFinished();
     for (const ExecPollSlots& sl : slots) {
       auto it = streams_.find(sl.id);
       if (it == streams_.end() || it->second->kind != Kind::kExec) continue;
@@ -665,6 +715,9 @@ int Loop::Run() {
       }
     }
   }
+  // Operations still queued never run; running ones end unreported, and
+  // the exit does not wait for them (~FsPool).
+  pool_.Stop();
   KillEverything();
   // Give the kernel a moment to deliver the kills, then reap what we can.
   Reap();

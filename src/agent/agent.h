@@ -1,9 +1,10 @@
-// skiff-agent's core: one single-threaded event loop serving the protocol of
+// skiff-agent's core: one event loop serving the protocol of
 // protocol/frame.h on one channel fd. It runs execs through the exec engine
 // (exec_engine.h: each in its own process group, output streamed under the
-// host's credit), the filesystem operations of fs_ops.h, reaps every zombie
-// (it is PID 1), and exits when the channel closes, killing everything it
-// started.
+// host's credit), the filesystem operations of fs_ops.h on a small pool of
+// worker threads (fs_pool.h; the channel is written by the loop alone),
+// reaps every zombie (it is PID 1), and exits when the channel closes,
+// killing everything it started.
 #pragma once
 
 #include <string>

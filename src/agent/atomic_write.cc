@@ -15,7 +15,9 @@
 namespace skiff::agent {
 
 std::string RandomSuffix() {
-  static std::mt19937_64 rng{std::random_device{}()};
+  // One generator per thread: fs.write runs on the loop while sed and mv
+  // run on the FsPool's workers, and a shared engine would be a data race.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
   char b[24];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(rng()));
   return b;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "agent/fs_request.h"
 
@@ -125,6 +126,29 @@ int RemoveTreeAt(int dirfd, const char* name) {
 // may not, the copy belongs to the agent, as cp without -p would leave it.
 static void KeepOwner(int chown_result) { static_cast<void>(chown_result != 0); }
 
+// Copies what is left to read of `s` to `d`; 0 or an errno. The buffer is
+// on the heap: CopyTreeAt recurses once per directory level (up to
+// kMaxDepth * 4), and 64 KiB of its frame per level overflowed the stack,
+// killing the agent, at about 120 levels (an fs.mv of a deep tree across
+// filesystems); a worker thread's stack may be smaller still (2 MiB when
+// RLIMIT_STACK is unlimited).
+static int CopyBytes(int s, int d) {
+  constexpr size_t kBuf = 65536;
+  std::unique_ptr<char[]> buf(new char[kBuf]);
+  for (;;) {
+    ssize_t n = ::read(s, buf.get(), kBuf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return 0;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = ::write(d, buf.get() + off, static_cast<size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return errno;
+      off += w;
+    }
+  }
+}
+
 int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int depth) {
   if (depth > kMaxDepth * 4) return ELOOP;
   struct stat st {};
@@ -154,19 +178,7 @@ int CopyTreeAt(int sdir, const char* sname, int ddir, const char* dname, int dep
     if (!s) return errno;
     UniqueFd d(::openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!d) return errno;
-    char buf[65536];
-    for (;;) {
-      ssize_t n = ::read(s.get(), buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno;
-      if (n == 0) break;
-      for (ssize_t off = 0; off < n;) {
-        ssize_t w = ::write(d.get(), buf + off, static_cast<size_t>(n - off));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return errno;
-        off += w;
-      }
-    }
+    if (int e = CopyBytes(s.get(), d.get())) return e;
     KeepOwner(::fchown(d.get(), st.st_uid, st.st_gid));
     if (::fchmod(d.get(), st.st_mode & 07777) < 0) return errno;
     return 0;

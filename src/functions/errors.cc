@@ -23,7 +23,9 @@ constexpr std::array<CodeInfo, 22> kCodes = {{
      kGoneNote},
     {Code::kS003, "validation", 429, false,
      "exec while max_concurrent_exec_per_sandbox execs are already running in that sandbox; or any "
-     "call to a sandbox that already has max_calls_per_sandbox calls running or waiting",
+     "call to a sandbox that already has max_calls_per_sandbox calls running or waiting; or an fs "
+     "call while the sandbox's agent has 68 filesystem operations running or queued (4 workers, 64 "
+     "queued)",
      "every exec slot of this sandbox is busy (default 4); a slot frees only when a running exec "
      "exits or hits its timeout_ms, so waiting does not help if those commands are servers, "
      "installs or watchers: start such commands detached (nohup cmd > /tmp/cmd.log 2>&1 &) and "

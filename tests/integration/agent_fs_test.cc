@@ -317,6 +317,18 @@ TEST_F(AgentFs, MvAcrossFilesystemsCopies) {
   EXPECT_EQ(sb_->Sh("ls -A /mnt2"), "file\nflink\ntree\n");  // no temp left
 }
 
+// A tree deeper than the stack would hold 64 KiB per level of (the copy's
+// buffer once lived in each level's frame, and ~120 levels killed the
+// agent) is copied and removed like any other.
+TEST_F(AgentFs, MvOfADeepTreeAcrossFilesystems) {
+  sb_->Sh("d=/deep; for i in $(seq 1 300); do d=$d/a; done; mkdir -p $d && echo bottom > $d/f");
+  auto r = Op("fs.mv", {{"src", "/deep"}, {"dst", "/mnt2/deep"}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(
+      sb_->Sh("d=/mnt2/deep; for i in $(seq 1 300); do d=$d/a; done; cat $d/f; test -e /deep || echo gone"),
+      "bottom\ngone\n");
+}
+
 // ------------------------------------------------------------------ chmod
 
 TEST_F(AgentFs, Chmod) {
@@ -598,6 +610,200 @@ TEST_F(AgentFs, LargeResultIsSentAsData) {
   EXPECT_EQ(r["matches"].size(), 20000u);
   EXPECT_EQ(r["truncated"], false);
   EXPECT_EQ(r["matches"][19999]["line"], 20000);
+}
+
+// ------------------------------------------------------------------ several at once (fs_pool.h)
+
+// The agent's pool: 4 workers, 64 more operations queued (FsPool).
+constexpr size_t kPoolWorkers = 4;
+constexpr size_t kPoolQueue = 64;
+
+// Opens a request whose stdin is ended at once (a one-shot op).
+std::shared_ptr<proto::Stream> OpenOneShot(AgentSandbox& sb, const json& req) {
+  auto s = sb.client().Open(req);
+  EXPECT_TRUE(s.ok()) << req.dump();
+  if (!s.ok()) return nullptr;
+  (void)(*s)->End(proto::kStdin);
+  return *s;
+}
+
+// The final event of a stream (RESULT, ERROR or CLOSED), or nullopt when
+// none came by `deadline`.
+std::optional<proto::Event> FinalOf(proto::Stream& s, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto e = s.Next(deadline);
+    if (!e) return std::nullopt;
+    if (e->kind == proto::Event::Kind::kResult || e->kind == proto::Event::Kind::kError ||
+        e->kind == proto::Event::Kind::kClosed)
+      return e;
+  }
+}
+
+// A file grep reads until its 1 GiB budget stops it (AgentFsOps.
+// GrepStopsAtItsScanBudget): a text head, then a 4 GiB hole of NUL bytes
+// read as one over-long line. Seconds of work for a grep, whatever the
+// machine, and one match ("needle") in its answer.
+void PlantSlowGrepFile(AgentSandbox& sb, const std::string& path) {
+  auto w = sb.Write(path, std::string(9000, 'a') + "\nneedle\n");
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  sb.Sh("truncate -s 4G " + path);
+}
+
+json SlowGrep(const std::string& path) {
+  return json{{"op", "fs.grep"}, {"path", path}, {"pattern", "needle"}, {"max_matches", 0}};
+}
+
+void ExpectSlowGrepAnswer(const std::optional<proto::Event>& e) {
+  ASSERT_TRUE(e.has_value()) << "the grep never answered";
+  ASSERT_EQ(e->kind, proto::Event::Kind::kResult) << e->json.dump();
+  EXPECT_EQ(e->json["truncated"], true);
+  ASSERT_EQ(e->json["matches"].size(), 1u);
+  EXPECT_EQ(e->json["matches"][0]["content"], "needle");
+}
+
+// While a grep runs, a stat, an info and an exec are answered, and before
+// the grep: fs operations run beside the loop, not on it.
+TEST_F(AgentFs, SlowGrepHoldsNothingElse) {
+  PlantSlowGrepFile(*sb_, "/slow");
+  auto t0 = std::chrono::steady_clock::now();
+  auto grep = OpenOneShot(*sb_, SlowGrep("/slow"));
+  ASSERT_NE(grep, nullptr);
+  auto stat = sb_->Call({{"op", "fs.stat"}, {"path", "/slow"}});
+  double stat_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(stat.ok()) << stat.error().ToString();
+  EXPECT_EQ((*stat)["size"], int64_t{4} << 30);
+  auto info = sb_->Call({{"op", "info"}});
+  ASSERT_TRUE(info.ok()) << info.error().ToString();
+  // Both answered while the grep has not: it is still running.
+  EXPECT_FALSE(grep->Next(std::chrono::steady_clock::now()).has_value())
+      << "the grep answered first: it held the agent";
+  EXPECT_LT(stat_s, 2.0) << "a stat waited " << stat_s << " s behind a grep";
+  // A process starts beside the worker threads.
+  ExecOut echo = sb_->Exec({"echo", "alive"});
+  EXPECT_EQ(echo.out, "alive\n");
+  ExpectSlowGrepAnswer(FinalOf(*grep, std::chrono::steady_clock::now() + 60s));
+  RecordProperty(
+      "grep_seconds",
+      std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+}
+
+// Beyond the workers and the queue an fs operation is refused at once
+// (S003); the queued ones still run, and info, exec and later operations
+// are served as ever.
+TEST_F(AgentFs, FsOpsBeyondThePoolAndItsQueueAreRefused) {
+  PlantSlowGrepFile(*sb_, "/slow");
+  std::vector<std::shared_ptr<proto::Stream>> greps;
+  for (size_t i = 0; i < kPoolWorkers; ++i) greps.push_back(OpenOneShot(*sb_, SlowGrep("/slow")));
+  // The workers are all busy for seconds: these queue, then overflow.
+  constexpr size_t kExtra = 16;
+  std::vector<std::shared_ptr<proto::Stream>> stats;
+  for (size_t i = 0; i < kPoolQueue + kExtra; ++i)
+    stats.push_back(OpenOneShot(*sb_, json{{"op", "fs.stat"}, {"path", "/slow"}}));
+  for (const auto& s : greps) ASSERT_NE(s, nullptr);
+  for (const auto& s : stats) ASSERT_NE(s, nullptr);
+  // The last kExtra are refused at once, in order of arrival.
+  for (size_t i = kPoolQueue; i < stats.size(); ++i) {
+    auto e = FinalOf(*stats[i], std::chrono::steady_clock::now() + 5s);
+    ASSERT_TRUE(e.has_value()) << "stat " << i << " was not refused at once";
+    ASSERT_EQ(e->kind, proto::Event::Kind::kError) << "stat " << i << ": " << e->json.dump();
+    EXPECT_EQ(e->json["code"], "S003");
+    EXPECT_NE(e->json["message"].get<std::string>().find("busy"), std::string::npos) << e->json.dump();
+  }
+  // The loop still serves what needs no worker.
+  auto info = sb_->Call({{"op", "info"}});
+  EXPECT_TRUE(info.ok());
+  EXPECT_EQ(sb_->Exec({"echo", "alive"}).out, "alive\n");
+  for (const auto& g : greps)
+    EXPECT_FALSE(g->Next(std::chrono::steady_clock::now()).has_value())
+        << "a grep ended too soon for this test";
+  // The queued ones run once workers are free.
+  for (size_t i = 0; i < kPoolQueue; ++i) {
+    auto e = FinalOf(*stats[i], std::chrono::steady_clock::now() + 120s);
+    ASSERT_TRUE(e.has_value()) << "queued stat " << i << " never answered";
+    ASSERT_EQ(e->kind, proto::Event::Kind::kResult) << "queued stat " << i << ": " << e->json.dump();
+    EXPECT_EQ(e->json["name"], "slow");
+  }
+  for (const auto& g : greps) ExpectSlowGrepAnswer(FinalOf(*g, std::chrono::steady_clock::now() + 60s));
+  auto again = Op("fs.stat", {{"path", "/slow"}});
+  EXPECT_TRUE(again.ok()) << again.error().ToString();
+}
+
+// Many operations at once (as many as the pool takes), finishing in
+// another order than they came (a slow grep first, every other one after
+// it): each answer reaches its own request.
+TEST_F(AgentFs, ConcurrentFsOpsAnswerTheirOwnRequests) {
+  constexpr int kN = (kPoolWorkers + kPoolQueue - 1) / 2;  // a stat and an ls each, after the grep
+  PlantSlowGrepFile(*sb_, "/slow");
+  sb_->Sh("mkdir /many && for i in $(seq 0 " + std::to_string(kN - 1) +
+          "); do mkdir /many/d$i && head -c $i /dev/zero > /many/d$i/f$i; done");
+  auto grep = OpenOneShot(*sb_, SlowGrep("/slow"));
+  ASSERT_NE(grep, nullptr);
+  std::vector<std::shared_ptr<proto::Stream>> stats, lss;
+  for (int i = 0; i < kN; ++i) {
+    std::string d = "/many/d" + std::to_string(i);
+    stats.push_back(OpenOneShot(*sb_, json{{"op", "fs.stat"}, {"path", d + "/f" + std::to_string(i)}}));
+    lss.push_back(OpenOneShot(*sb_, json{{"op", "fs.ls"}, {"path", d}}));
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (int i = 0; i < kN; ++i) {
+    std::string f = "f" + std::to_string(i);
+    ASSERT_NE(stats[i], nullptr);
+    auto e = FinalOf(*stats[i], deadline);
+    ASSERT_TRUE(e.has_value()) << f;
+    ASSERT_EQ(e->kind, proto::Event::Kind::kResult) << f << ": " << e->json.dump();
+    EXPECT_EQ(e->json["name"], f);
+    EXPECT_EQ(e->json["size"], i);
+    ASSERT_NE(lss[i], nullptr);
+    e = FinalOf(*lss[i], deadline);
+    ASSERT_TRUE(e.has_value()) << f;
+    ASSERT_EQ(e->kind, proto::Event::Kind::kResult) << f << ": " << e->json.dump();
+    ASSERT_EQ(e->json["entries"].size(), 1u) << e->json.dump();
+    EXPECT_EQ(e->json["entries"][0]["name"], f);
+  }
+  ExpectSlowGrepAnswer(FinalOf(*grep, std::chrono::steady_clock::now() + 60s));
+}
+
+// CANCEL of a queued operation: it never runs; of a running one: the
+// stream ends at once with S218 and nothing more comes for it. The agent
+// keeps serving, and closing its channel ends it without waiting for the
+// grep still running.
+TEST_F(AgentFs, CancelledFsOpsAnswerOnceAndQueuedOnesNeverRun) {
+  PlantSlowGrepFile(*sb_, "/slow");
+  std::vector<std::shared_ptr<proto::Stream>> greps;
+  for (size_t i = 0; i < kPoolWorkers; ++i) greps.push_back(OpenOneShot(*sb_, SlowGrep("/slow")));
+  auto mkdir = OpenOneShot(*sb_, json{{"op", "fs.mkdir"}, {"path", "/never"}});
+  auto kept = OpenOneShot(*sb_, json{{"op", "fs.mkdir"}, {"path", "/kept"}});
+  ASSERT_NE(mkdir, nullptr);
+  ASSERT_NE(kept, nullptr);
+  for (const auto& g : greps) ASSERT_NE(g, nullptr);
+  mkdir->Cancel();
+  greps[0]->Cancel();
+  for (auto* s : {mkdir.get(), greps[0].get()}) {
+    auto e = FinalOf(*s, std::chrono::steady_clock::now() + 5s);
+    ASSERT_TRUE(e.has_value()) << "a cancel was not answered at once";
+    ASSERT_EQ(e->kind, proto::Event::Kind::kError) << e->json.dump();
+    EXPECT_EQ(e->json["code"], "S218");
+  }
+  auto e = FinalOf(*kept, std::chrono::steady_clock::now() + 120s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, proto::Event::Kind::kResult) << e->json.dump();
+  for (size_t i = 1; i < greps.size(); ++i)
+    ExpectSlowGrepAnswer(FinalOf(*greps[i], std::chrono::steady_clock::now() + 60s));
+  EXPECT_EQ(CodeOf(Op("fs.stat", {{"path", "/never"}})), "S211") << "a cancelled queued mkdir ran";
+  EXPECT_TRUE(Op("fs.stat", {{"path", "/kept"}}).ok());
+  EXPECT_EQ(sb_->Exec({"echo", "alive"}).out, "alive\n");
+
+  // A grep is running when the channel closes: the agent ends without
+  // waiting for it (the grep alone takes over a second, see
+  // SlowGrepHoldsNothingElse's grep_seconds).
+  auto last = OpenOneShot(*sb_, SlowGrep("/slow"));
+  ASSERT_NE(last, nullptr);
+  ASSERT_TRUE(Op("info", json::object()).ok());  // the agent has read the grep's OPEN
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(sb_->CloseChannelAndWait(30s), 0);
+  double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(exit_s, 0.5) << "the agent's exit waited for a running grep";
+  RecordProperty("exit_seconds", std::to_string(exit_s));
 }
 
 TEST_F(AgentFs, UnknownFieldsTypesAreChecked) {
