@@ -137,8 +137,7 @@ void Api::Handle(const Request& req, const std::string& body, ResponseWriter& ou
         502, "port " + port + " of sandbox " + id +
                  ": only envd (49983) is served by skiff's E2B API so far (docs/e2b.md#differences)"));
   }
-  bool is_rpc =
-      req.method == "POST" && req.path.find('.') != std::string::npos && req.path.rfind("/files", 0) != 0;
+  bool is_rpc = req.method == "POST" && req.path != "/files" && req.path.find('.') != std::string::npos;
   if (req.method == "GET" && req.path == "/health") {
     auto e = EnvdOf(req, false);
     return out.Send(e.ok() ? Reply::Empty(204) : SandboxGone(id));

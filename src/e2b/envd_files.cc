@@ -48,7 +48,8 @@ Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& re
     if (!part.ok()) return FileError(part.error());
     if (!*part) break;
     if ((*part)->name != "file") continue;  // other fields: skipped
-    std::string raw = (*part)->filename && !(*part)->filename->empty() ? *(*part)->filename : req.Query("path");
+    std::string raw =
+        (*part)->filename && !(*part)->filename->empty() ? *(*part)->filename : req.Query("path");
     if (raw.empty()) return Reply::Error(400, "a part has no filename and the request no ?path=");
     if (raw.find('\0') != std::string::npos) return Reply::Error(400, "a part's filename holds a NUL byte");
     std::string path = e.Resolve(raw);

@@ -1,0 +1,158 @@
+// The unmodified e2b SDK (pinned in package-lock.json) against a real
+// skiffd's E2B-compatible API, using only the SDK's public API, on the
+// backend e2b_run.sh names. docs/e2b.md says what is supported.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { Sandbox, CommandExitError, FileNotFoundError, NotFoundError, AuthenticationError, SandboxError } from 'e2b'
+
+const TEMPLATE = process.env.SKIFF_E2B_TEMPLATE ?? 'base'
+const opened = []
+async function create (opts = {}) {
+  const sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 120000, ...opts })
+  opened.push(sbx)
+  return sbx
+}
+after(async () => { for (const s of opened) await s.kill().catch(() => {}) })
+
+test('lifecycle: create, info, list by metadata, timeout, connect, kill', async () => {
+  const tag = randomBytes(4).toString('hex')
+  const sbx = await create({ metadata: { suite: tag } })
+  assert.ok(sbx.sandboxId)
+  assert.equal(await sbx.isRunning(), true)
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.templateId, TEMPLATE)
+  assert.deepEqual(info.metadata, { suite: tag })
+  assert.equal(info.state, 'running')
+  const page = Sandbox.list({ query: { metadata: { suite: tag } } })
+  const items = await page.nextItems()
+  assert.deepEqual(items.map(s => s.sandboxId), [sbx.sandboxId])
+  // connect from a second SDK instance: same sandbox, same access token.
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await again.commands.run('echo again')).stdout, 'again\n')
+  // A short timeout ends it.
+  await sbx.setTimeout(2000)
+  await new Promise(resolve => setTimeout(resolve, 4500))
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  await assert.rejects(Sandbox.connect(sbx.sandboxId), e => e instanceof NotFoundError || e instanceof SandboxError)
+})
+
+test('list paginates with limit and next token', async () => {
+  const tag = randomBytes(4).toString('hex')
+  const made = [await create({ metadata: { page: tag } }), await create({ metadata: { page: tag } }),
+    await create({ metadata: { page: tag } })]
+  const paginator = Sandbox.list({ query: { metadata: { page: tag } }, limit: 2 })
+  const first = await paginator.nextItems()
+  assert.equal(first.length, 2)
+  assert.equal(paginator.hasNext, true)
+  const second = await paginator.nextItems()
+  assert.equal(second.length, 1)
+  assert.equal(paginator.hasNext, false)
+  assert.deepEqual([...first, ...second].map(s => s.sandboxId).sort(), made.map(s => s.sandboxId).sort())
+  for (const s of made) assert.equal(await s.kill(), true)
+})
+
+test('commands: output, env, exit codes, stdin, background, connect, kill', async () => {
+  const sbx = await create({ envs: { GLOBAL: 'g' } })
+  const r = await sbx.commands.run('echo "$GLOBAL $FOO"; echo err >&2', { envs: { FOO: 'f' } })
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'g f\n')
+  assert.equal(r.stderr, 'err\n')
+  // Per-command envs do not leak into the next command.
+  assert.equal((await sbx.commands.run('echo "[$FOO]"')).stdout, '[]\n')
+  await assert.rejects(sbx.commands.run('exit 3'), e => e instanceof CommandExitError && e.exitCode === 3 &&
+    e.error === 'exit status 3')
+  // Streamed output reaches the callbacks as it comes.
+  const seen = []
+  await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.1; done', { onStdout: d => seen.push(d) })
+  assert.equal(seen.join(''), '1\n2\n3\n')
+  // stdin: sendStdin then closeStdin; cat echoes and exits 0.
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+  await sbx.commands.sendStdin(cat.pid, 'typed\n')
+  await sbx.commands.closeStdin(cat.pid)
+  const catDone = await cat.wait()
+  assert.equal(catDone.stdout, 'typed\n')
+  // A background process is listed, re-attached by pid, and killed.
+  const bg = await sbx.commands.run('echo started; sleep 60', { background: true })
+  const listed = await sbx.commands.list()
+  assert.ok(listed.some(p => p.pid === bg.pid && p.cmd === '/bin/bash'), JSON.stringify(listed))
+  const re = await sbx.commands.connect(bg.pid)
+  assert.equal(re.pid, bg.pid)
+  assert.equal(await sbx.commands.kill(bg.pid), true)
+  await assert.rejects(re.wait(), e => e instanceof CommandExitError)
+  assert.equal(await sbx.commands.kill(bg.pid), false)
+  // The killed pid is gone inside the sandbox (reaped, not a zombie).
+  await assert.rejects(sbx.commands.run(`kill -0 ${bg.pid}`), CommandExitError)
+  await assert.rejects(sbx.commands.connect(999999), NotFoundError)
+})
+
+test('pty: create, input, resize, exit', async () => {
+  const sbx = await create()
+  let out = ''
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: d => { out += new TextDecoder().decode(d) } })
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size\n'))
+  for (let i = 0; i < 100 && !out.includes('24 80'); i++) await new Promise(resolve => setTimeout(resolve, 50))
+  assert.ok(out.includes('24 80'), out)
+  await sbx.pty.resize(pty.pid, { cols: 100, rows: 30 })
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size\n'))
+  for (let i = 0; i < 100 && !out.includes('30 100'); i++) await new Promise(resolve => setTimeout(resolve, 50))
+  assert.ok(out.includes('30 100'), out)
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('exit\n'))
+  const done = await pty.wait()
+  assert.equal(done.exitCode, 0)
+})
+
+test('files: write, read, list, exists, info, makeDir, rename, remove', async () => {
+  const sbx = await create()
+  const info = await sbx.files.write('/tmp/e2b/a.txt', 'hello')
+  assert.equal(info.path, '/tmp/e2b/a.txt')
+  assert.equal(await sbx.files.read('/tmp/e2b/a.txt'), 'hello')
+  const big = randomBytes(3 << 20)
+  await sbx.files.write('/tmp/e2b/big.bin', big)
+  assert.ok(Buffer.from(await sbx.files.read('/tmp/e2b/big.bin', { format: 'bytes' })).equals(big))
+  await sbx.files.write('/tmp/e2b/empty', '')
+  assert.equal(await sbx.files.read('/tmp/e2b/empty'), '')
+  const many = await sbx.files.write([{ path: '/tmp/e2b/m/1.txt', data: 'one' }, { path: '/tmp/e2b/m/2.txt', data: 'two' }])
+  assert.deepEqual(many.map(f => f.path), ['/tmp/e2b/m/1.txt', '/tmp/e2b/m/2.txt'])
+  assert.equal(await sbx.files.read('/tmp/e2b/m/2.txt'), 'two')
+  const listed = await sbx.files.list('/tmp/e2b')
+  assert.deepEqual(listed.map(e => e.name), ['a.txt', 'big.bin', 'empty', 'm'])
+  assert.equal(listed.find(e => e.name === 'm').type, 'dir')
+  assert.equal(listed.find(e => e.name === 'a.txt').size, 5)
+  const deep = await sbx.files.list('/tmp/e2b', { depth: 2 })
+  assert.ok(deep.some(e => e.path === '/tmp/e2b/m/1.txt'))
+  assert.equal(await sbx.files.exists('/tmp/e2b/a.txt'), true)
+  assert.equal(await sbx.files.exists('/tmp/e2b/none'), false)
+  const st = await sbx.files.getInfo('/tmp/e2b/a.txt')
+  assert.equal(st.permissions, '-rw-r--r--')
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/new/deeper'), true)
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/new/deeper'), false)
+  const moved = await sbx.files.rename('/tmp/e2b/a.txt', '/tmp/e2b/b.txt')
+  assert.equal(moved.path, '/tmp/e2b/b.txt')
+  await sbx.files.remove('/tmp/e2b/b.txt')
+  await sbx.files.remove('/tmp/e2b/b.txt')  // already gone: not an error
+  assert.equal(await sbx.files.exists('/tmp/e2b/b.txt'), false)
+  await assert.rejects(sbx.files.read('/tmp/e2b/none'), FileNotFoundError)
+  await assert.rejects(sbx.files.rename('/tmp/e2b/none', '/tmp/e2b/x'), FileNotFoundError)
+})
+
+test('errors: wrong API key, unknown sandbox, killed sandbox', async () => {
+  const sbx = await create()
+  // e2b_run.sh configures an API key: another one is refused.
+  await assert.rejects(Sandbox.create(TEMPLATE, { apiKey: 'wrong', timeoutMs: 10000 }).then(s => opened.push(s)),
+    AuthenticationError)
+  // Another SDK instance without the sandbox's access token is refused by envd.
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/Stat`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983' },
+    body: JSON.stringify({ path: '/' })
+  })
+  assert.equal(res.status, 401)
+  assert.equal((await res.json()).code, 'unauthenticated')
+  await assert.rejects(Sandbox.getInfo('00000000-0000-4000-8000-000000000000'), NotFoundError)
+  await sbx.kill()
+  assert.equal(await sbx.isRunning(), false)
+  await assert.rejects(sbx.commands.run('echo no'))
+})

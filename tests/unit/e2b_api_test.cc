@@ -1,0 +1,243 @@
+// The E2B-compatible API without a transport or sandboxes: Connect framing,
+// proto3-JSON reading, user selection, and the control plane and envd
+// routing against the SandboxService double. Hostile input gets E2B's own
+// error shapes and changes nothing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/text.h"
+#include "e2b/api.h"
+#include "e2b/connect_envelope.h"
+#include "e2b/envd.h"
+#include "e2b/proto_json.h"
+#include "functions_fake_manager.h"
+
+namespace skiff::e2b {
+namespace {
+
+using nlohmann::json;
+using skiff::testing::Fake;
+using skiff::testing::FakeSandboxService;
+using skiff::testing::kLiveId;
+
+// What a handler sent.
+struct Captured final : ResponseWriter {
+  int status = 0;
+  std::string content_type, body;
+  Headers headers;
+  bool dropped = false;
+  bool Start(int s, std::string_view ct, const Headers& h) override {
+    status = s;
+    content_type = ct;
+    headers = h;
+    return true;
+  }
+  bool Write(std::string_view b) override {
+    body.append(b);
+    return true;
+  }
+  bool Alive() override { return !dropped; }
+  void Drop() override { dropped = true; }
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+TEST(E2bConnect, EnvelopesRoundTripAndBadBodiesAreRefused) {
+  std::string e = Envelope(kEnvelopeMessage, "{\"a\":1}");
+  ASSERT_EQ(e.size(), 5u + 7u);
+  EXPECT_EQ(e[0], 0);
+  EXPECT_EQ(static_cast<uint8_t>(e[4]), 7u);
+  EXPECT_EQ(*SingleMessage(e), "{\"a\":1}");
+  EXPECT_FALSE(SingleMessage("").ok());
+  EXPECT_FALSE(SingleMessage(e.substr(0, 8)).ok()) << "truncated";
+  EXPECT_FALSE(SingleMessage(e + e).ok()) << "two messages";
+  EXPECT_FALSE(SingleMessage(Envelope(kEnvelopeCompressed, "x")).ok());
+  EXPECT_FALSE(SingleMessage(Envelope(kEnvelopeEndStream, "{}")).ok());
+  std::string huge = Envelope(kEnvelopeMessage, "");
+  huge[1] = '\x7f';  // claims ~2 GiB
+  EXPECT_FALSE(SingleMessage(huge).ok());
+  std::string end = EndStream(std::make_pair(std::string("not_found"), std::string("no such process")));
+  EXPECT_EQ(static_cast<uint8_t>(end[0]), kEnvelopeEndStream);
+  EXPECT_EQ(json::parse(end.substr(5))["error"]["code"], "not_found");
+  EXPECT_EQ(EndStream().substr(5), "{}");
+}
+
+TEST(E2bConnect, SCodesMapToConnectCodesAndStatuses) {
+  EXPECT_EQ(ConnectCodeName(ConnectCodeOf(Error(Code::kS211, "x"))), "not_found");
+  EXPECT_EQ(ConnectCodeName(ConnectCodeOf(Error(Code::kS213, "x"))), "already_exists");
+  EXPECT_EQ(ConnectCodeName(ConnectCodeOf(Error(Code::kS001, "x"))), "invalid_argument");
+  EXPECT_EQ(ConnectHttpStatus(ConnectCode::kNotFound), 404);
+  EXPECT_EQ(ConnectHttpStatus(ConnectCode::kUnauthenticated), 401);
+}
+
+TEST(E2bProtoJson, AcceptsWhatConnectEsWrites) {
+  json m = json::parse(R"({"pid":"42","snake_name":7,"b":"aGk","u":"-_8"})");
+  EXPECT_EQ(**OptUint(m, "pid", 100), 42u);
+  EXPECT_EQ(**OptUint(m, "snakeName", 100, "snake_name"), 7u);
+  EXPECT_FALSE(OptUint(m, "pid", 10).ok()) << "above the bound";
+  EXPECT_FALSE(OptUint(json{{"pid", -1}}, "pid", 100).ok());
+  EXPECT_FALSE(OptUint(json{{"pid", "4x"}}, "pid", 100).ok());
+  EXPECT_EQ(*Bytes(m["b"], "b"), "hi") << "unpadded";
+  EXPECT_EQ(*Bytes(m["u"], "u"), "\xfb\xff") << "URL-safe";
+  EXPECT_FALSE(Bytes(json(5), "b").ok());
+  EXPECT_FALSE(Bytes(json("!!!"), "b").ok());
+  EXPECT_FALSE(ParseMessage("[1]").ok());
+  EXPECT_FALSE(ParseMessage(std::string(100000, '[')).ok()) << "depth-bounded";
+}
+
+TEST(E2bUser, BasicAuthNamesTheUser) {
+  EXPECT_EQ(*BasicUser(""), "");
+  EXPECT_EQ(*BasicUser("Basic " + Base64Encode("user:")), "user");
+  EXPECT_EQ(*BasicUser("basic " + Base64Encode("root:")), "root");
+  EXPECT_FALSE(BasicUser("Bearer abc").ok());
+  EXPECT_FALSE(BasicUser("Basic !!!").ok());
+  EXPECT_FALSE(BasicUser("Basic " + Base64Encode("a;rm -rf /:")).ok());
+  EXPECT_FALSE(BasicUser("Basic " + Base64Encode("../etc:")).ok());
+}
+
+class E2bApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Fake().Reset();
+    Fake().live.insert(kLiveId);
+  }
+  Request Control(std::string method, std::string path) {
+    Request r;
+    r.method = std::move(method);
+    r.path = std::move(path);
+    r.headers["x-api-key"] = "key";
+    return r;
+  }
+  Captured Run(const Request& r, const std::string& body = "") {
+    Captured c;
+    api.Handle(r, body, c);
+    return c;
+  }
+  // Creates the fake's sandbox through the API; its access token.
+  std::string Create(const json& body = json::object()) {
+    Captured c = Run(Control("POST", "/v2/sandboxes"), body.dump());
+    EXPECT_EQ(c.status, 201) << c.body;
+    return c.Json().value("envdAccessToken", "");
+  }
+  Request Envd(std::string path, const std::string& token) {
+    Request r;
+    r.method = "POST";
+    r.path = std::move(path);
+    r.headers["e2b-sandbox-id"] = kLiveId;
+    r.headers["e2b-sandbox-port"] = "49983";
+    if (!token.empty()) r.headers["x-access-token"] = token;
+    return r;
+  }
+
+  FakeSandboxService svc;
+  Api api{svc, [this](std::string_view key) -> SandboxService* { return key == "key" ? &svc : nullptr; },
+          Options{}};
+};
+
+TEST_F(E2bApiTest, CreateAnswersTheSandboxAndAppliesTheRequest) {
+  Captured c = Run(Control("POST", "/v2/sandboxes"),
+                   R"({"templateID":"base","metadata":{"k":"v"},"envVars":{"A":"1"},"timeout":60})");
+  ASSERT_EQ(c.status, 201) << c.body;
+  json j = c.Json();
+  EXPECT_EQ(j["sandboxID"], kLiveId);
+  EXPECT_EQ(j["envdVersion"], "0.6.13");
+  EXPECT_EQ(j["envdAccessToken"].get<std::string>().size(), 64u);
+  EXPECT_EQ(Fake().last_create.image, "base");
+  ASSERT_EQ(Fake().last_create.env.size(), 1u);
+  EXPECT_EQ(Fake().last_create.env[0], std::make_pair(std::string("A"), std::string("1")));
+  EXPECT_FALSE(Fake().last_create.network) << "deny by default";
+}
+
+TEST_F(E2bApiTest, HostileCreateBodiesAreRefusedAndCreateNothing) {
+  for (const char* body :
+       {R"({"metadata":{"k":1}})", R"({"metadata":"x"})", R"({"envVars":[1]})", R"({"timeout":-5})",
+        R"({"timeout":"60"})", R"({"timeout":999999999})", R"({"templateID":7})",
+        R"({"allow_internet_access":"yes"})", "[1,2]", "{nope", R"({"autoPause":true})"}) {
+    Captured c = Run(Control("POST", "/v2/sandboxes"), body);
+    EXPECT_EQ(c.status, 400) << body << " -> " << c.body;
+    EXPECT_EQ(c.Json().value("code", 0), 400) << body;
+  }
+  EXPECT_EQ(Fake().calls, 0) << "no sandbox was created";
+}
+
+TEST_F(E2bApiTest, ApiKeyIsRequired) {
+  Request r = Control("GET", "/v2/sandboxes");
+  r.headers.erase("x-api-key");
+  EXPECT_EQ(Run(r).status, 401);
+  r.headers["x-api-key"] = "wrong";
+  Captured c = Run(r);
+  EXPECT_EQ(c.status, 401);
+  EXPECT_EQ(c.Json().value("code", 0), 401);
+}
+
+TEST_F(E2bApiTest, UnknownSandboxIs404WithTheCodeInTheBody) {
+  for (auto [m, p] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/sandboxes/nope"},
+                                                        {"DELETE", "/sandboxes/nope"},
+                                                        {"POST", "/sandboxes/nope/timeout"},
+                                                        {"POST", "/v2/sandboxes/nope/connect"}}) {
+    Captured c = Run(Control(m, p), R"({"timeout":10})");
+    EXPECT_EQ(c.status, 404) << m << " " << p;
+    EXPECT_EQ(c.Json().value("code", 0), 404) << m << " " << p;
+  }
+}
+
+TEST_F(E2bApiTest, TimeoutShortensTheLifeAndTheTimerStopsIt) {
+  Create();
+  EXPECT_EQ(
+      Run(Control("POST", "/sandboxes/" + std::string(kLiveId) + "/timeout"), R"({"timeout":1})").status,
+      204);
+  api.ExpireOnce(NowUnixMillis() + 500);
+  EXPECT_EQ(Fake().last_stop, "") << "not yet";
+  api.ExpireOnce(NowUnixMillis() + 1500);
+  EXPECT_EQ(Fake().last_stop, kLiveId);
+}
+
+TEST_F(E2bApiTest, ConnectNeverShortensTheLife) {
+  Create(json{{"timeout", 3600}});
+  Captured c = Run(Control("POST", "/v2/sandboxes/" + std::string(kLiveId) + "/connect"), R"({"timeout":1})");
+  EXPECT_EQ(c.status, 200) << c.body;
+  api.ExpireOnce(NowUnixMillis() + 10000);
+  EXPECT_EQ(Fake().last_stop, "");
+}
+
+TEST_F(E2bApiTest, EnvdNeedsTheSandboxsAccessToken) {
+  std::string token = Create();
+  Captured none = Run(Envd("/filesystem.Filesystem/Stat", ""), R"({"path":"/"})");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.Json().value("code", ""), "unauthenticated");
+  Captured wrong = Run(Envd("/filesystem.Filesystem/Stat", std::string(64, 'a')), R"({"path":"/"})");
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_TRUE(Fake().fs_calls.empty()) << "nothing reached the sandbox";
+  // /health needs no token.
+  Request h = Envd("/health", "");
+  h.method = "GET";
+  EXPECT_EQ(Run(h).status, 204);
+}
+
+TEST_F(E2bApiTest, UnknownSandboxOnEnvdIs502AsE2bsProxySays) {
+  Request r = Envd("/health", "");
+  r.method = "GET";
+  r.headers["e2b-sandbox-id"] = "nope";
+  Captured c = Run(r);
+  EXPECT_EQ(c.status, 502);
+  EXPECT_EQ(c.Json().value("sandboxId", ""), "nope");
+}
+
+TEST_F(E2bApiTest, BadStreamingRequestsEndTheStreamWithTheError) {
+  std::string token = Create();
+  // Not an envelope; then a StartRequest without a process.
+  for (const std::string& body : {std::string("{}"), Envelope(kEnvelopeMessage, "{}"),
+                                  Envelope(kEnvelopeMessage, R"({"process":{"cmd":5}})")}) {
+    Captured c = Run(Envd("/process.Process/Start", token), body);
+    EXPECT_EQ(c.status, 200);
+    EXPECT_EQ(c.content_type, "application/connect+json");
+    ASSERT_GE(c.body.size(), 5u);
+    EXPECT_EQ(static_cast<uint8_t>(c.body[0]), kEnvelopeEndStream);
+    EXPECT_EQ(json::parse(c.body.substr(5))["error"]["code"], "invalid_argument") << c.body;
+  }
+  EXPECT_TRUE(Fake().proc_calls.empty()) << "no process was started";
+}
+
+}  // namespace
+}  // namespace skiff::e2b
