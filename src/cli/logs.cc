@@ -46,8 +46,8 @@ class StdSink final : public ProcessOutputSink {
 int Logs(const LogsFlags& f) {
   auto ep = FindDaemon(f.client.url, true);
   if (!ep.ok()) return ReportError(ep.error());
-  std::string path = "/v1/sandboxes/" + PercentEncode(f.sandbox_id) + "/processes/" +
-                     std::to_string(f.pid) + "/output?stdout_from=" + std::to_string(f.since) +
+  std::string path = "/v1/sandboxes/" + PercentEncode(f.sandbox_id) + "/processes/" + std::to_string(f.pid) +
+                     "/output?stdout_from=" + std::to_string(f.since) +
                      "&stderr_from=" + std::to_string(f.since) + (f.follow ? "&follow=true" : "");
   StdSink sink;
   OutputLines lines(sink);
