@@ -18,17 +18,19 @@
 
 namespace skiff::api {
 
-// "/e2b" and everything below it.
+// "/e2b" and everything below it (and, at the root, a signed /files URL:
+// e2b::Api::IsSignedUrl).
 inline bool IsE2bPath(std::string_view path) { return path == "/e2b" || path.rfind("/e2b/", 0) == 0; }
 
 template <class Fields>
 e2b::Request E2bRequestOf(const boost::beast::http::request_header<Fields>& h, std::string_view path,
-                          const std::map<std::string, std::string>& query) {
+                          const std::map<std::string, std::string>& query, bool root_level) {
   e2b::Request r;
   r.method = std::string(h.method_string());
+  r.root_level = root_level;
   // Below the prefix, with doubled slashes collapsed (the code interpreter
   // SDK joins "…/e2b/" and "/execute").
-  std::string_view rest = path.substr(4);
+  std::string_view rest = root_level ? path : path.substr(4);
   for (char c : rest)
     if (!(c == '/' && !r.path.empty() && r.path.back() == '/')) r.path.push_back(c);
   if (r.path.empty()) r.path = "/";

@@ -71,7 +71,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
     query_ = std::move(*query);
     // The E2B-compatible API has its own authentication (docs/e2b.md#auth).
-    if (IsE2bPath(target->path)) return E2bBegin(target->path);
+    if (IsE2bPath(target->path)) return E2bBegin(target->path, false);
+    if (e2b::Api::IsSignedUrl(target->path, query_, req.count("e2b-sandbox-id") > 0))
+      return E2bBegin(target->path, true);
     Dispatch d = RouteRequest(req.method(), target->path);
     route_ = RouteMatch{d.route, d.param, d.param2};
     std::string_view auth(req[http::field::authorization].data(), req[http::field::authorization].size());
@@ -724,8 +726,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   // A request under /e2b (docs/e2b.md): its body is read (an upload's is
   // streamed to the worker), the API runs on the lane of the sandbox it
   // names, and its answer comes back through the download channel.
-  void E2bBegin(std::string_view path) {
-    e2b_ = std::make_shared<e2b::Request>(E2bRequestOf(hp_->get(), path, query_));
+  void E2bBegin(std::string_view path, bool root_level) {
+    e2b_ = std::make_shared<e2b::Request>(E2bRequestOf(hp_->get(), path, query_, root_level));
     if (e2b::Api::IsUpload(*e2b_)) return E2bUpload();
     if (auto cl = hp_->content_length(); cl && *cl > e2b::Api::kMaxBody) return E2bTooLarge();
     auto self = this->shared_from_this();

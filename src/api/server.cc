@@ -91,6 +91,12 @@ void AcceptLoop(Server::Impl& srv, typename Protocol::acceptor& acc, net::steady
     } else {
       srv.metrics.connections.fetch_add(1);
       ConnectionSlot slot(&srv.metrics.connections);
+      if constexpr (std::is_same_v<Protocol, net::ip::tcp>) {
+        // Answers, stream pieces and terminal echoes are small writes: sent
+        // at once, not held back until the peer's (delayed, ~40 ms) ACK.
+        beast::error_code ignored;
+        sock.set_option(net::ip::tcp::no_delay(true), ignored);
+      }
       std::make_shared<HttpSession<Protocol>>(srv, std::move(sock), std::move(slot))->Start();
     }
     AcceptLoop<Protocol>(srv, acc, backoff);

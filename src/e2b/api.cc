@@ -5,19 +5,13 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "base/thread.h"
+#include "e2b/basic_user.h"
 #include "e2b/connect_envelope.h"
-#include "e2b/envd.h"
+#include "e2b/file_signature.h"
 
 namespace skiff::e2b {
 
 namespace {
-
-bool ConstantTimeEqual(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
 
 // /sandboxes/{id}[/rest] and /v2/sandboxes/{id}[/rest]: the id and the rest.
 std::optional<std::pair<std::string, std::string>> SandboxPath(std::string_view path) {
@@ -40,24 +34,6 @@ Reply SandboxGone(const std::string& id) {
 }
 
 }  // namespace
-
-Result<std::string> BasicUser(const std::string& authorization) {
-  if (authorization.empty()) return std::string();
-  constexpr std::string_view kBasic = "Basic ";
-  if (authorization.size() < kBasic.size() ||
-      !std::equal(kBasic.begin(), kBasic.end(), authorization.begin(),
-                  [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
-    return InvalidRequest("Authorization: only Basic user selection is understood here");
-  auto decoded = Base64Decode(std::string_view(authorization).substr(kBasic.size()));
-  if (!decoded) return InvalidRequest("Authorization: not base64");
-  std::string user = decoded->substr(0, decoded->find(':'));
-  for (char c : user) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.';
-    if (!ok || user.size() > 32) return InvalidRequest("Authorization: not a user name");
-  }
-  return user;
-}
 
 Api::Api(SandboxService& all, KeyCheck keys, Options options)
     : all_(all), keys_(std::move(keys)), options_(std::move(options)) {
@@ -114,21 +90,112 @@ std::optional<Api::Target> Api::TargetOf(const Request& req) const {
   return std::nullopt;
 }
 
-Result<Api::Envd> Api::EnvdOf(const Request& req, bool need_token) const {
-  Envd e;
+namespace {
+
+bool IsUserName(const std::string& user) {
+  if (user.size() > 32) return false;
+  for (char c : user) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Api::Access Api::EnvdOf(const Request& req, bool is_rpc) const {
+  Access a;
   std::string id = req.Header("e2b-sandbox-id");
+  auto refuse = [&](int status, const std::string& message) {
+    ConnectCode code = status == 401 ? ConnectCode::kUnauthenticated : ConnectCode::kInvalidArgument;
+    a.refusal = is_rpc ? Reply::Json(status, ConnectErrorBody(code, message)) : Reply::Error(status, message);
+    return a;
+  };
   auto rec = book_.Get(id);
-  if (!rec || !all_.TenantOf(id)) return Error(Code::kS002, "sandbox not found");
-  e.record = std::move(*rec);
-  if (need_token && !ConstantTimeEqual(req.Header("x-access-token"), e.record.access_token))
-    return Error(Code::kS001, "unauthenticated");
+  if (!rec || !all_.TenantOf(id)) {
+    a.refusal = SandboxGone(id);
+    return a;
+  }
+  if (!ConstantTimeEqual(req.Header("x-access-token"), rec->access_token))
+    return refuse(401, "missing or wrong X-Access-Token");
   auto user = BasicUser(req.Header("authorization"));
-  if (!user.ok()) return user.error();
-  e.user = *user;
-  return e;
+  if (!user.ok()) return refuse(400, user.error().message());
+  a.envd.emplace(Envd{std::move(*rec), *user});
+  return a;
+}
+
+Api::Access Api::FilesAccess(const Request& req) const {
+  Access a;
+  std::string id = req.Header("e2b-sandbox-id");
+  std::string sig = req.Query("signature");
+  std::string op = req.method == "GET" ? "read" : "write";
+  auto refuse = [&](const std::string& message) {
+    a.refusal = Reply::Error(401, message);
+    return a;
+  };
+  std::optional<int64_t> expiry;
+  if (req.query.count("signature_expiration")) {
+    std::string e = req.Query("signature_expiration");
+    if (e.empty() || e.size() > 18 || e.find_first_not_of("0123456789") != std::string::npos)
+      return refuse("invalid signature");
+    expiry = std::stoll(e);
+  }
+  auto signed_by = [&](const SandboxRecord& r) {
+    return !sig.empty() && ConstantTimeEqual(sig, FileSignature(req.Query("path"), op, req.Query("username"),
+                                                                r.access_token, expiry));
+  };
+  std::optional<SandboxRecord> rec;
+  bool by_signature = false;
+  if (id.empty()) {
+    // A signed URL comes with no headers at all: its signature names the
+    // sandbox.
+    if (sig.empty()) return refuse("missing signature query parameter");
+    rec = book_.Find(signed_by);
+    if (!rec) return refuse("invalid signature");
+    by_signature = true;
+  } else {
+    rec = book_.Get(id);
+    if (!rec || !all_.TenantOf(id)) {
+      a.refusal = SandboxGone(id);
+      return a;
+    }
+    if (std::string token = req.Header("x-access-token"); !token.empty()) {
+      if (!ConstantTimeEqual(token, rec->access_token)) return refuse("missing or wrong X-Access-Token");
+    } else {
+      if (sig.empty()) return refuse("missing signature query parameter");
+      if (!signed_by(*rec)) return refuse("invalid signature");
+      by_signature = true;
+    }
+  }
+  if (by_signature && expiry && *expiry < NowUnixMillis() / 1000)
+    return refuse("signature is already expired");
+  if (!all_.TenantOf(rec->sandbox_id)) {
+    a.refusal = SandboxGone(rec->sandbox_id);
+    return a;
+  }
+  Envd e{std::move(*rec), {}};
+  if (req.query.count("username")) {
+    e.user = req.Query("username");
+  } else if (auto user = BasicUser(req.Header("authorization")); user.ok()) {
+    e.user = *user;
+  }
+  if (!IsUserName(e.user)) {
+    a.refusal = Reply::Error(400, "username: not a user name");
+    return a;
+  }
+  a.envd.emplace(std::move(e));
+  return a;
 }
 
 void Api::Handle(const Request& req, const std::string& body, ResponseWriter& out) {
+  if (req.root_level || (IsEnvd(req) && req.path == "/files")) {
+    // A signed URL arrives at the root, without headers (FilesAccess).
+    if (req.method != "GET") return out.Send(Reply::Error(405, "use GET or POST on /files"));
+    Access files = FilesAccess(req);
+    if (!files.envd) return out.Send(files.refusal);
+    return FilesGet(*files.envd, req, out);
+  }
   if (!IsEnvd(req)) return out.Send(Control(req, body));
   std::string id = req.Header("e2b-sandbox-id");
   std::string port = req.Header("e2b-sandbox-port");
@@ -137,33 +204,19 @@ void Api::Handle(const Request& req, const std::string& body, ResponseWriter& ou
         502, "port " + port + " of sandbox " + id +
                  ": only envd (49983) is served by skiff's E2B API so far (docs/e2b.md#differences)"));
   }
-  bool is_rpc = req.method == "POST" && req.path != "/files" && req.path.find('.') != std::string::npos;
   if (req.method == "GET" && req.path == "/health") {
-    auto e = EnvdOf(req, false);
-    return out.Send(e.ok() ? Reply::Empty(204) : SandboxGone(id));
+    bool live = book_.Get(id) && all_.TenantOf(id);
+    return out.Send(live ? Reply::Empty(204) : SandboxGone(id));
   }
-  auto e = EnvdOf(req, !(req.path == "/files"));
-  if (!e.ok()) {
-    if (e.error().code() == Code::kS002) return out.Send(SandboxGone(id));
-    if (e.error().message() == "unauthenticated") {
-      if (is_rpc)
-        return out.Send(Reply::Json(
-            401, ConnectErrorBody(ConnectCode::kUnauthenticated, "missing or wrong X-Access-Token")));
-      return out.Send(Reply::Error(401, "missing or wrong X-Access-Token"));
-    }
-    if (is_rpc)
-      return out.Send(Reply::Json(400, ConnectErrorBody(ConnectCode::kInvalidArgument, e.error().message())));
-    return out.Send(Reply::Error(400, e.error().message()));
-  }
-  if (req.path == "/files") {
-    if (req.method == "GET") return FilesGet(*e, req, out);
-    return out.Send(Reply::Error(405, "use GET or POST on /files"));
-  }
+  bool is_rpc = req.method == "POST" && req.path.find('.') != std::string::npos;
+  Access access = EnvdOf(req, is_rpc);
+  if (!access.envd) return out.Send(access.refusal);
+  const Envd& e = *access.envd;
   constexpr std::string_view kProcess = "/process.Process/", kFilesystem = "/filesystem.Filesystem/";
   if (req.method == "POST" && req.path.rfind(kProcess, 0) == 0)
-    return ProcessRpc(*e, req.path.substr(kProcess.size()), req, body, out);
+    return ProcessRpc(e, req.path.substr(kProcess.size()), req, body, out);
   if (req.method == "POST" && req.path.rfind(kFilesystem, 0) == 0)
-    return out.Send(FilesystemRpc(*e, req.path.substr(kFilesystem.size()), body));
+    return out.Send(FilesystemRpc(e, req.path.substr(kFilesystem.size()), body));
   out.Send(
       Reply::Json(404, ConnectErrorBody(ConnectCode::kUnimplemented, "no such envd endpoint: " + req.path)));
 }

@@ -53,6 +53,12 @@ class Api {
   std::optional<Target> TargetOf(const Request& req) const;
   // POST /files: the body is streamed to Upload() instead of read first.
   static bool IsUpload(const Request& req);
+  // A root-level request the E2B API serves: a signed /files URL, which
+  // the SDK builds without the /e2b prefix and fetches without headers.
+  static bool IsSignedUrl(std::string_view path, const std::map<std::string, std::string>& query,
+                          bool has_sandbox_header) {
+    return path == "/files" && query.count("signature") && !has_sandbox_header;
+  }
   // The largest body Handle() takes (the rest are refused with 413).
   static constexpr size_t kMaxBody = size_t{8} << 20;
 
@@ -62,11 +68,32 @@ class Api {
   // Stops every sandbox whose lifetime ended (the timer calls it each second).
   void ExpireOnce(int64_t now_ms);
 
-  struct Envd;  // the sandbox an envd request reached, its record and user (envd.h)
+  // The sandbox an envd request reached, its record, and the user the
+  // request acts as ("" for the sandbox's default), with envd's path rule:
+  // a relative path resolves against that user's home directory.
+  struct Envd {
+    SandboxRecord record;
+    std::string user;
+    std::string Home() const { return user.empty() || user == "root" ? "/root" : "/home/" + user; }
+    std::string Resolve(const std::string& path) const {
+      if (!path.empty() && path[0] == '/') return path;
+      if (path.empty() || path == ".") return Home();
+      return Home() + "/" + path;
+    }
+  };
 
  private:
   Reply Control(const Request& req, const std::string& body);
-  Result<Envd> EnvdOf(const Request& req, bool need_token) const;
+  // The sandbox an envd request may reach, or the answer that refuses it.
+  struct Access {
+    std::optional<Envd> envd;
+    Reply refusal;
+  };
+  // RPCs: the access token is required (refusals in Connect's shape when
+  // `is_rpc`).
+  Access EnvdOf(const Request& req, bool is_rpc) const;
+  // /files: the access token, or a signature (docs/e2b.md#signed-urls).
+  Access FilesAccess(const Request& req) const;
 
   // Control plane (control_plane.cc).
   Reply Create(SandboxService& svc, const std::string& body);

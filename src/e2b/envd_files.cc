@@ -4,7 +4,6 @@
 // against the user's home; parents are created.
 #include "base/text.h"
 #include "e2b/api.h"
-#include "e2b/envd.h"
 #include "e2b/multipart_reader.h"
 
 namespace skiff::e2b {
@@ -65,9 +64,7 @@ Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& re
 void Api::FilesGet(const Envd& e, const Request& req, ResponseWriter& out) {
   std::string raw = req.Query("path");
   if (raw.empty()) return out.Send(Reply::Error(400, "path: required"));
-  Envd as = e;
-  if (req.query.count("username")) as.user = req.Query("username");
-  std::string path = as.Resolve(raw);
+  std::string path = e.Resolve(raw);
   bool started = false;
   Status st = all_.FsRead(
       e.record.sandbox_id, path,
@@ -83,16 +80,9 @@ void Api::FilesGet(const Envd& e, const Request& req, ResponseWriter& out) {
 }
 
 Reply Api::Upload(const Request& req, const ByteSource& body) {
-  auto e = EnvdOf(req, true);
-  if (!e.ok()) {
-    if (e.error().code() == Code::kS002)
-      return Reply::Json(502, {{"sandboxId", req.Header("e2b-sandbox-id")},
-                               {"message", "The sandbox was not found"},
-                               {"code", 502}});
-    if (e.error().message() == "unauthenticated") return Reply::Error(401, "missing or wrong X-Access-Token");
-    return Reply::Error(400, e.error().message());
-  }
-  if (req.query.count("username")) e->user = req.Query("username");
+  Access files = FilesAccess(req);
+  if (!files.envd) return files.refusal;
+  auto e = &*files.envd;
   std::string type = req.Header("content-type");
   if (!req.Header("content-encoding").empty() && req.Header("content-encoding") != "identity")
     return Reply::Error(400,

@@ -6,7 +6,6 @@
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/connect_envelope.h"
-#include "e2b/envd.h"
 #include "e2b/proto_json.h"
 
 namespace skiff::e2b {

@@ -8,8 +8,9 @@
 
 #include "base/text.h"
 #include "e2b/api.h"
+#include "e2b/basic_user.h"
 #include "e2b/connect_envelope.h"
-#include "e2b/envd.h"
+#include "e2b/file_signature.h"
 #include "e2b/proto_json.h"
 #include "functions_fake_manager.h"
 
@@ -83,6 +84,17 @@ TEST(E2bProtoJson, AcceptsWhatConnectEsWrites) {
   EXPECT_FALSE(Bytes(json("!!!"), "b").ok());
   EXPECT_FALSE(ParseMessage("[1]").ok());
   EXPECT_FALSE(ParseMessage(std::string(100000, '[')).ok()) << "depth-bounded";
+}
+
+// The SDK's signature (its v1 scheme; the vectors are from Node's crypto).
+TEST(E2bSignature, MatchesTheSdksScheme) {
+  EXPECT_EQ(FileSignature("a.txt", "read", "", "tok", std::nullopt),
+            "v1_gDv73H8R9a10OdCSX0/JNMqMYLPpmCQAYJY+U68oQjM");
+  EXPECT_EQ(FileSignature("/tmp/x", "write", "user", "tok", 1700000000),
+            "v1_OGdIe/HCvLjadeY2/ZgDetlMIyui586/JShQ85oH/QI");
+  EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abcd"));
 }
 
 TEST(E2bUser, BasicAuthNamesTheUser) {
@@ -237,6 +249,34 @@ TEST_F(E2bApiTest, BadStreamingRequestsEndTheStreamWithTheError) {
     EXPECT_EQ(json::parse(c.body.substr(5))["error"]["code"], "invalid_argument") << c.body;
   }
   EXPECT_TRUE(Fake().proc_calls.empty()) << "no process was started";
+}
+
+TEST_F(E2bApiTest, SignedUrlsNameTheirSandboxAndNothingElse) {
+  std::string token = Create();
+  Request r;
+  r.method = "GET";
+  r.path = "/files";
+  r.root_level = true;
+  r.query = {{"path", "/etc/hostname"},
+             {"signature", FileSignature("/etc/hostname", "read", "", token, std::nullopt)}};
+  Fake().file = "box\n";
+  Captured ok = Run(r);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.body, "box\n");
+  // The same signature for another path, for a write, or with an expiry
+  // it was not made with: refused, and nothing is read.
+  int reads = Fake().reads;
+  for (auto change : std::vector<std::pair<std::string, std::string>>{
+           {"path", "/etc/shadow"}, {"username", "root"}, {"signature_expiration", "99999999999"}}) {
+    Request bad = r;
+    bad.query[change.first] = change.second;
+    Captured c = Run(bad);
+    EXPECT_EQ(c.status, 401) << change.first;
+    EXPECT_EQ(c.Json().value("message", ""), "invalid signature") << change.first;
+  }
+  r.query.erase("signature");
+  EXPECT_EQ(Run(r).Json().value("message", ""), "missing signature query parameter");
+  EXPECT_EQ(Fake().reads, reads);
 }
 
 }  // namespace

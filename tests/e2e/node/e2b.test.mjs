@@ -138,6 +138,39 @@ test('files: write, read, list, exists, info, makeDir, rename, remove', async ()
   await assert.rejects(sbx.files.rename('/tmp/e2b/none', '/tmp/e2b/x'), FileNotFoundError)
 })
 
+test('signed URLs: download and upload without headers, expiry, exact refusals', async () => {
+  const sbx = await create({ secure: true })
+  await sbx.files.write('/tmp/signed.txt', 'signed content')
+  const root = new URL(process.env.E2B_SANDBOX_URL).origin
+  const down = await sbx.downloadUrl('/tmp/signed.txt', { useSignatureExpiration: 60000 })
+  assert.ok(down.startsWith(root + '/files?'), down)
+  const got = await fetch(down)
+  assert.equal(got.status, 200)
+  assert.equal(await got.text(), 'signed content')
+  const up = await sbx.uploadUrl('/tmp/uploaded.txt')
+  const form = new FormData()
+  form.append('file', new Blob(['from a signed url']), '/tmp/uploaded.txt')
+  const put = await fetch(up, { method: 'POST', body: form })
+  assert.equal(put.status, 200, await put.clone().text())
+  assert.equal(await sbx.files.read('/tmp/uploaded.txt'), 'from a signed url')
+  // A signature for another path, a forged one and a missing one.
+  const other = new URL(down)
+  other.searchParams.set('path', '/etc/passwd')
+  const refused = await fetch(other)
+  assert.equal(refused.status, 401)
+  assert.deepEqual(await refused.json(), { code: 401, message: 'invalid signature' })
+  const missing = await fetch(`${process.env.E2B_SANDBOX_URL}/files?path=/tmp/signed.txt`, {
+    headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983' }
+  })
+  assert.equal(missing.status, 401)
+  assert.deepEqual(await missing.json(), { code: 401, message: 'missing signature query parameter' })
+  // An expired signature (made with the token the SDK holds).
+  const expired = await sbx.downloadUrl('/tmp/signed.txt', { useSignatureExpiration: -10000 })
+  const late = await fetch(expired)
+  assert.equal(late.status, 401)
+  assert.deepEqual(await late.json(), { code: 401, message: 'signature is already expired' })
+})
+
 test('errors: wrong API key, unknown sandbox, killed sandbox', async () => {
   const sbx = await create()
   // e2b_run.sh configures an API key: another one is refused.

@@ -1,0 +1,15 @@
+// The user an envd request of the E2B API acts as: envd's user selection
+// by a Basic authorization header (docs/e2b.md#authentication).
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+
+namespace skiff::e2b {
+
+// The user an `Authorization: Basic base64("user:")` header names, "" when
+// there is none; an error message for a malformed one.
+Result<std::string> BasicUser(const std::string& authorization);
+
+}  // namespace skiff::e2b
