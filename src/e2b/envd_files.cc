@@ -2,8 +2,11 @@
 // file's bytes; POST /files writes the body (raw, or each part of a
 // multipart form in order) and answers the written files. Paths resolve
 // against the user's home; parents are created.
+#include <memory>
+
 #include "base/text.h"
 #include "e2b/api.h"
+#include "e2b/gzip_stream.h"
 #include "e2b/multipart_reader.h"
 
 namespace skiff::e2b {
@@ -65,18 +68,40 @@ void Api::FilesGet(const Envd& e, const Request& req, ResponseWriter& out) {
   std::string raw = req.Query("path");
   if (raw.empty()) return out.Send(Reply::Error(400, "path: required"));
   std::string path = e.Resolve(raw);
-  bool started = false;
+  // Compressed when the client asks for gzip alone (the SDK's `gzip: true`);
+  // a generic "gzip, deflate" gets the bytes as they are, which is as valid
+  // and much cheaper for large files.
+  std::unique_ptr<GzipWriter> gzip;
+  if (req.Header("accept-encoding") == "gzip") gzip = std::make_unique<GzipWriter>();
+  bool started = false, failed = false;
   Status st = all_.FsRead(
       e.record.sandbox_id, path,
       [&](const FsReadMeta& meta) {
         Headers h;
-        // An empty file is told by its length (the SDK reads it so).
-        if (meta.size == 0) h.emplace_back("content-length", "0");
+        if (gzip) {
+          h.emplace_back("content-encoding", "gzip");
+        } else if (meta.size == 0) {
+          h.emplace_back("content-length", "0");  // an empty file is told by its length
+        }
         started = out.Start(200, "application/octet-stream", h);
       },
-      [&](std::string_view bytes) { return started && out.Write(bytes); });
+      [&](std::string_view bytes) {
+        if (!started) return false;
+        if (!gzip) return out.Write(bytes);
+        auto z = gzip->Write(bytes);
+        if (!z.ok()) {
+          failed = true;
+          return false;
+        }
+        return z->empty() || out.Write(*z);
+      });
   if (!st.ok() && !started) return out.Send(FileError(st.error()));
-  if (!st.ok()) out.Drop();  // mid-file: the transfer is cut, never passed off as whole
+  if (!st.ok() || failed) return out.Drop();  // mid-file: cut, never passed off as whole
+  if (gzip) {
+    auto tail = gzip->Finish();
+    if (!tail.ok()) return out.Drop();
+    out.Write(*tail);
+  }
 }
 
 Reply Api::Upload(const Request& req, const ByteSource& body) {
@@ -84,15 +109,18 @@ Reply Api::Upload(const Request& req, const ByteSource& body) {
   if (!files.envd) return files.refusal;
   auto e = &*files.envd;
   std::string type = req.Header("content-type");
-  if (!req.Header("content-encoding").empty() && req.Header("content-encoding") != "identity")
-    return Reply::Error(400,
-                        "Content-Encoding " + req.Header("content-encoding") +
-                            ": compressed uploads are not supported by skiff yet (docs/e2b.md#differences)");
-  if (type.rfind("multipart/form-data", 0) == 0) return MultipartUpload(all_, *e, req, body);
+  std::string encoding = req.Header("content-encoding");
+  ByteSource source = body;
+  if (encoding == "gzip") {
+    source = Gunzip(body);
+  } else if (!encoding.empty() && encoding != "identity") {
+    return Reply::Error(400, "Content-Encoding " + encoding + ": only gzip is understood");
+  }
+  if (type.rfind("multipart/form-data", 0) == 0) return MultipartUpload(all_, *e, req, source);
   std::string raw = req.Query("path");
   if (raw.empty()) return Reply::Error(400, "path: required");
   std::string path = e->Resolve(raw);
-  auto written = all_.FsWrite(e->record.sandbox_id, path, 0644, true, body);
+  auto written = all_.FsWrite(e->record.sandbox_id, path, 0644, true, source);
   if (!written.ok()) return FileError(written.error());
   return Reply::Json(200, json::array({{{"name", BaseName(path)}, {"type", "file"}, {"path", path}}}));
 }

@@ -11,6 +11,7 @@
 #include "e2b/basic_user.h"
 #include "e2b/connect_envelope.h"
 #include "e2b/file_signature.h"
+#include "e2b/gzip_stream.h"
 #include "e2b/proto_json.h"
 #include "functions_fake_manager.h"
 
@@ -95,6 +96,63 @@ TEST(E2bSignature, MatchesTheSdksScheme) {
   EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEqual("abc", "abd"));
   EXPECT_FALSE(ConstantTimeEqual("abc", "abcd"));
+}
+
+// A source that yields `data` in pieces of `piece` bytes.
+ByteSource Pieces(std::string data, size_t piece) {
+  auto at = std::make_shared<size_t>(0);
+  return [data = std::move(data), piece, at]() -> Result<std::string> {
+    std::string out = data.substr(*at, piece);
+    *at += out.size();
+    return out;
+  };
+}
+
+std::string Drain(const ByteSource& src, size_t* largest = nullptr) {
+  std::string out;
+  while (true) {
+    auto r = src();
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (!r.ok() || r->empty()) return out;
+    if (largest) *largest = std::max(*largest, r->size());
+    out += *r;
+  }
+}
+
+TEST(E2bGzip, RoundTripsInBoundedPieces) {
+  std::string data;
+  for (int i = 0; i < 200000; ++i) data += std::to_string(i * 7919 % 1000) + ",";
+  GzipWriter w;
+  std::string gz;
+  for (size_t at = 0; at < data.size(); at += 10000) gz += *w.Write(std::string_view(data).substr(at, 10000));
+  gz += *w.Finish();
+  EXPECT_LT(gz.size(), data.size());
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, gz.size()}) {
+    size_t largest = 0;
+    EXPECT_EQ(Drain(Gunzip(Pieces(gz, piece)), &largest), data) << piece;
+    EXPECT_LE(largest, size_t{256} * 1024);
+  }
+}
+
+TEST(E2bGzip, CorruptTruncatedAndTrailingBodiesAreRefused) {
+  GzipWriter w;
+  std::string gz = *w.Write("hello hello hello");
+  gz += *w.Finish();
+  auto fails = [](std::string body) {
+    ByteSource src = Gunzip(Pieces(std::move(body), 3));
+    while (true) {
+      auto r = src();
+      if (!r.ok()) return r.error().code() == Code::kS001;
+      if (r->empty()) return false;
+    }
+  };
+  EXPECT_TRUE(fails(gz.substr(0, gz.size() - 4))) << "truncated";
+  EXPECT_TRUE(fails(gz + "extra")) << "trailing bytes";
+  std::string bad = gz;
+  bad[12] = static_cast<char>(bad[12] ^ 0x55);
+  EXPECT_TRUE(fails(bad)) << "corrupt";
+  EXPECT_TRUE(fails("not gzip at all")) << "not gzip";
+  EXPECT_FALSE(fails(gz));
 }
 
 TEST(E2bUser, BasicAuthNamesTheUser) {
