@@ -76,3 +76,13 @@ def process_rows(build, runs, skip_vm):
                  f"{j['agent_kib_per_idle_process']:.1f} KiB | | "
                  + vm(lambda x: f"{x['daemon_kib_per_idle_process']:.1f} KiB / in guest memory") + " |")
     return res, lines
+
+
+if __name__ == "__main__":
+    # The live-process rows alone: python3 bench/processes.py [--skip-vm] [build dir]
+    import sys
+    args = [a for a in sys.argv[1:] if a != "--skip-vm"]
+    build_dir = args[0] if args else os.path.join(ROOT, "build", "release")
+    result, table = process_rows(build_dir, 15, "--skip-vm" in sys.argv[1:])
+    print(json.dumps(result), file=sys.stderr)
+    print("\n".join(table))
