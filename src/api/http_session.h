@@ -632,7 +632,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   }
 
   // An upload's body as the worker pulls it from the channel.
-  static ByteSource BodySource(std::shared_ptr<Channel> ch) {
+  static ByteSource BodySource(const std::shared_ptr<Channel>& ch) {
     return [ch]() -> Result<std::string> {
       while (true) {
         auto r = ch->PopBlocking(kPutStall);

@@ -129,6 +129,7 @@ std::optional<int> SignalFromName(std::string_view name) {
 const std::vector<std::string>& SignalNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
+    v.reserve(std::size(kSignals));
     for (const auto& [n, sig] : kSignals) v.emplace_back(n);
     return v;
   }();
