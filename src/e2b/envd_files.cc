@@ -28,6 +28,12 @@ Reply FileError(const Error& e) {
     case Code::kS212:
     case Code::kS215:
       return Reply::Error(400, e.message());
+    case Code::kS216:
+      // The agent names the errno in the message; a full disk is E2B's 507
+      // (the SDK's NotEnoughSpaceError).
+      if (e.message().find("ENOSPC") != std::string::npos || e.message().find("EDQUOT") != std::string::npos)
+        return Reply::Error(507, e.message());
+      return Reply::Error(500, e.message());
     default:
       return Reply::Error(500, e.message());
   }

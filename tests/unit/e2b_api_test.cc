@@ -337,5 +337,57 @@ TEST_F(E2bApiTest, SignedUrlsNameTheirSandboxAndNothingElse) {
   EXPECT_EQ(Fake().reads, reads);
 }
 
+TEST_F(E2bApiTest, UploadsRawGzipAndMultipartInOrder) {
+  std::string token = Create();
+  Request r = Envd("/files", token);
+  r.query = {{"path", "dir/a.txt"}};
+  r.headers["content-type"] = "application/octet-stream";
+  Reply raw = api.Upload(r, Pieces("plain", 2));
+  EXPECT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(Fake().write_path, "/root/dir/a.txt") << "relative to the user's home";
+  EXPECT_EQ(Fake().write_data, "plain");
+  EXPECT_TRUE(Fake().write_parents);
+
+  GzipWriter w;
+  std::string gz = *w.Write("inflated on the way");
+  gz += *w.Finish();
+  r.headers["content-encoding"] = "gzip";
+  Reply zipped = api.Upload(r, Pieces(gz, 5));
+  EXPECT_EQ(zipped.status, 200) << zipped.body;
+  EXPECT_EQ(Fake().write_data, "inflated on the way");
+  r.headers["content-encoding"] = "br";
+  EXPECT_EQ(api.Upload(r, Pieces("x", 1)).status, 400);
+  r.headers.erase("content-encoding");
+
+  r.query.clear();
+  r.headers["content-type"] = "multipart/form-data; boundary=XyZ";
+  std::string form =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/one\"\r\n\r\n1\r\n"
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"two\"\r\n\r\n22\r\n--XyZ--\r\n";
+  Reply multi = api.Upload(r, Pieces(form, 3));
+  ASSERT_EQ(multi.status, 200) << multi.body;
+  json files = json::parse(multi.body);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0]["path"], "/tmp/one");
+  EXPECT_EQ(files[1]["path"], "/root/two");
+  EXPECT_EQ(Fake().write_data, "22");
+}
+
+TEST_F(E2bApiTest, AFullDiskIs507AndAnUploadWithoutTheTokenWritesNothing) {
+  std::string token = Create();
+  Request r = Envd("/files", token);
+  r.query = {{"path", "/tmp/f"}};
+  ByteSource full = []() -> Result<std::string> {
+    return Error(Code::kS216, "fs i/o error: /tmp/f: ENOSPC");
+  };
+  EXPECT_EQ(api.Upload(r, full).status, 507);
+  Fake().write_path.clear();
+  r.headers.erase("x-access-token");
+  Reply refused = api.Upload(r, Pieces("data", 4));
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(json::parse(refused.body)["message"], "missing signature query parameter");
+  EXPECT_EQ(Fake().write_path, "");
+}
+
 }  // namespace
 }  // namespace skiff::e2b
