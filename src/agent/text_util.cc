@@ -18,6 +18,8 @@ proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st) {
   e.mode = ModeString(st.st_mode);
   e.mtime = static_cast<int64_t>(st.st_mtim.tv_sec);
   e.is_symlink = S_ISLNK(st.st_mode);
+  e.uid = st.st_uid;
+  e.gid = st.st_gid;
   return e;
 }
 

@@ -18,7 +18,8 @@ namespace skiff::agent {
 // "0644": the 4-digit octal string of mode & 07777.
 std::string ModeString(uint32_t mode);
 
-// An FsEntry (docs/api.md#fs_entry) from an lstat result.
+// An FsEntry (docs/api.md#fs_entry) from an lstat result, with uid and gid
+// but without owner/group names or a link target (fs_ops adds those).
 proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st);
 
 // Final path component; the path as given when it has none ("/").
