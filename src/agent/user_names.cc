@@ -62,7 +62,7 @@ std::string ReadIdFile(const char* path) {
   struct stat st {};
   if (::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode)) return {};
   std::string out;
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(size_t{64} << 10);
   while (out.size() < kMaxIdFileBytes) {
     size_t want = std::min(buf.size(), kMaxIdFileBytes - out.size());
     ssize_t n = ::read(fd.get(), buf.data(), want);
