@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <optional>
 #include <string>
 
 #include "agent/fs_parents.h"
 #include "agent/fs_walk.h"
 #include "agent/text_util.h"
+#include "agent/user_names.h"
 #include "base/text.h"
 #include "protocol/ops.h"
 
@@ -19,6 +22,41 @@ namespace skiff::agent {
 using nlohmann::json;
 
 // ------------------------------------------------------------------ ls/stat
+
+namespace {
+
+static_assert(kMaxIdNameBytes <= proto::FsEntry::kMaxNameBytes, "every name the agent reports is accepted");
+
+// `path` made absolute against the agent's working directory (/ in a sandbox).
+std::string Absolute(const std::string& path) {
+  if (path.starts_with('/')) return path;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return JoinPath("/", path);
+  return JoinPath(cwd, path);
+}
+
+// The text of the link `path` (relative to dirfd); nullopt when unreadable.
+std::optional<std::string> LinkText(int dirfd, const char* path) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlinkat(dirfd, path, buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// The FsEntry of an lstat result with its owner and group names and, for a
+// link, its absolute target. `link` is the entry's path relative to dirfd,
+// `abs_dir` the absolute directory holding it.
+proto::FsEntry EntryOf(std::string_view name, const struct stat& st, int dirfd, const char* link,
+                       std::string_view abs_dir, UserNames& names) {
+  proto::FsEntry e = FsEntryOf(name, st);
+  e.owner = names.Owner(e.uid);
+  e.group = names.Group(e.gid);
+  if (e.is_symlink)
+    if (auto text = LinkText(dirfd, link)) e.symlink_target = LinkTargetPath(abs_dir, *text);
+  return e;
+}
+
+}  // namespace
 
 Result<json> FsLs(const json& req) {
   SKIFF_ASSIGN_OR_RETURN(proto::FsLsRequest r, proto::FsLsRequest::FromJson(req));
@@ -30,10 +68,12 @@ Result<json> FsLs(const json& req) {
     return FsError(e, path);
   }
   proto::FsLsResult out;
+  UserNames names;  // this request's: /etc/passwd and /etc/group read once
+  const std::string dir = Absolute(path);
   for (const auto& name : ListNames(d.get())) {
     struct stat st {};
     if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // vanished
-    out.entries.push_back(FsEntryOf(name, st));
+    out.entries.push_back(EntryOf(name, st, d.get(), name.c_str(), dir, names));
   }
   return out.ToJson();
 }
@@ -42,7 +82,8 @@ Result<json> FsStat(const json& req) {
   SKIFF_ASSIGN_OR_RETURN(proto::FsStatRequest r, proto::FsStatRequest::FromJson(req));
   struct stat st {};
   if (::lstat(r.path.c_str(), &st) < 0) return FsError(errno, r.path);
-  return FsEntryOf(EntryName(r.path), st).ToJson();
+  UserNames names;
+  return EntryOf(EntryName(r.path), st, AT_FDCWD, r.path.c_str(), ParentOf(Absolute(r.path)), names).ToJson();
 }
 
 // ------------------------------------------------------------------ mkdir

@@ -18,6 +18,8 @@ proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st) {
   e.mode = ModeString(st.st_mode);
   e.mtime = static_cast<int64_t>(st.st_mtim.tv_sec);
   e.is_symlink = S_ISLNK(st.st_mode);
+  e.uid = st.st_uid;
+  e.gid = st.st_gid;
   return e;
 }
 
@@ -54,6 +56,29 @@ std::string JoinPath(std::string_view root, std::string_view rel) {
   if (out.empty() || out.back() != '/') out.push_back('/');
   out.append(rel);
   return out;
+}
+
+std::string LinkTargetPath(std::string_view link_dir, std::string_view text) {
+  std::string joined = text.starts_with('/') ? std::string(text) : JoinPath(link_dir, text);
+  std::vector<std::string_view> parts;
+  std::string_view rest = joined;
+  while (!rest.empty()) {
+    size_t slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  std::string out;
+  for (std::string_view p : parts) {
+    out.push_back('/');
+    out.append(p);
+  }
+  return out.empty() ? "/" : out;
 }
 
 size_t Utf8CharLen(std::string_view s, size_t i) {

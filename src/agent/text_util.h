@@ -18,7 +18,8 @@ namespace skiff::agent {
 // "0644": the 4-digit octal string of mode & 07777.
 std::string ModeString(uint32_t mode);
 
-// An FsEntry (docs/api.md#fs_entry) from an lstat result.
+// An FsEntry (docs/api.md#fs_entry) from an lstat result, with uid and gid
+// but without owner/group names or a link target (fs_ops adds those).
 proto::FsEntry FsEntryOf(std::string_view name, const struct stat& st);
 
 // Final path component; the path as given when it has none ("/").
@@ -29,6 +30,11 @@ std::string ParentOf(std::string_view path);
 std::string LeafOf(std::string_view path);
 // `root` joined with the relative path `rel` ("" = root itself).
 std::string JoinPath(std::string_view root, std::string_view rel);
+// The absolute target of a link whose text is `text` and which lives in the
+// absolute directory `link_dir`: a relative text is joined with link_dir,
+// then "", "." and ".." components are removed lexically ("/.." is "/").
+// No link is followed.
+std::string LinkTargetPath(std::string_view link_dir, std::string_view text);
 
 // Glob matching of docs/api.md#filesystem-rules-sandboxfs against a path relative to the walk root.
 // A pattern without '/' matches the basename; with '/', the whole path.

@@ -29,15 +29,23 @@ json Definitions() {
        {"direction",
         {{"type", "string"}, {"enum", {"read", "write"}}, {"description", "Side: read or write"}}}},
       {"channel_id", "access_key", "direction"});
-  d["fs_entry"] =
-      Object("Metadata of one filesystem entry (lstat)",
-             {{"name", Str("Final path component; for a path with none (e.g. /), the path as given")},
-              {"is_dir", Bool("Directory (false for a symlink, which describes the link itself)")},
-              {"size", UInt("Byte size; for a directory the inode size")},
-              {"mode", Str("4-digit octal permission string, e.g. \"0644\"")},
-              {"mtime", Int("Modification time, Unix seconds")},
-              {"is_symlink", Bool("The entry itself is a symbolic link")}},
-             {"name", "is_dir", "size", "mode", "mtime", "is_symlink"});
+  d["fs_entry"] = Object(
+      "Metadata of one filesystem entry (lstat)",
+      {{"name", Str("Final path component; for a path with none (e.g. /), the path as given")},
+       {"is_dir", Bool("Directory (false for a symlink, which describes the link itself)")},
+       {"size", UInt("Byte size; for a directory the inode size")},
+       {"mode", Str("4-digit octal permission string, e.g. \"0644\"")},
+       {"mtime", Int("Modification time, Unix seconds")},
+       {"is_symlink", Bool("The entry itself is a symbolic link")},
+       {"uid", UInt("Owner's user id")},
+       {"gid", UInt("Group id")},
+       {"owner", Str("Owner's name in the sandbox's /etc/passwd, or the uid in decimal when it names none")},
+       {"group", Str("Group's name in the sandbox's /etc/group, or the gid in decimal when it names none")},
+       {"symlink_target",
+        Str("Present only for a symbolic link that could be read: its absolute target, the link text "
+            "joined with the link's directory and normalised lexically (. and .. removed; further "
+            "links not followed)")}},
+      {"name", "is_dir", "size", "mode", "mtime", "is_symlink", "uid", "gid", "owner", "group"});
   d["grep_match"] = Object(
       "One matching line",
       {{"path", Str("The root as given joined with the file's path relative to the root")},
@@ -313,7 +321,22 @@ FunctionSchemas Build(std::string_view id) {
                               {"size", 120},
                               {"mode", "0644"},
                               {"mtime", 1788264000},
-                              {"is_symlink", false}}}}}}),
+                              {"is_symlink", false},
+                              {"uid", 1000},
+                              {"gid", 1000},
+                              {"owner", "user"},
+                              {"group", "user"}},
+                             {{"name", "release"},
+                              {"is_dir", false},
+                              {"size", 11},
+                              {"mode", "0777"},
+                              {"mtime", 1788264000},
+                              {"is_symlink", true},
+                              {"uid", 0},
+                              {"gid", 0},
+                              {"owner", "root"},
+                              {"group", "root"},
+                              {"symlink_target", "/project/releases/v2"}}}}}}),
              false);
   } else if (id == "sandbox::fs::stat") {
     s.request =
@@ -330,7 +353,11 @@ FunctionSchemas Build(std::string_view id) {
                                     {"size", 4096},
                                     {"mode", "0755"},
                                     {"mtime", 1788264000},
-                                    {"is_symlink", false}}}),
+                                    {"is_symlink", false},
+                                    {"uid", 1000},
+                                    {"gid", 1000},
+                                    {"owner", "user"},
+                                    {"group", "user"}}}),
                       false);
   } else if (id == "sandbox::fs::mkdir") {
     s.request =

@@ -41,6 +41,16 @@ Result<T> PathOnly(const json& j) {
   return r;
 }
 
+// An owner or group name: 1..FsEntry::kMaxNameBytes bytes, so a hostile
+// agent cannot hand the host unbounded names.
+Result<std::string> OwnerName(const json& j, const char* key) {
+  SKIFF_ASSIGN_OR_RETURN(std::string s, field::String(j, key));
+  if (s.empty() || s.size() > FsEntry::kMaxNameBytes)
+    return InvalidRequest(std::string(key) + ": expected 1 to " + std::to_string(FsEntry::kMaxNameBytes) +
+                          " bytes");
+  return s;
+}
+
 Result<FsEntry> EntryFields(const json& j) {
   SKIFF_RETURN_IF_ERROR(field::RequireObject(j, "entry"));
   FsEntry e;
@@ -50,6 +60,17 @@ Result<FsEntry> EntryFields(const json& j) {
   SKIFF_ASSIGN_OR_RETURN(e.mode, field::ModeText(j, "mode"));
   SKIFF_ASSIGN_OR_RETURN(e.mtime, field::IntIn(j, "mtime", INT64_MIN, INT64_MAX));
   SKIFF_ASSIGN_OR_RETURN(e.is_symlink, field::RequiredBool(j, "is_symlink"));
+  SKIFF_ASSIGN_OR_RETURN(int64_t uid, field::IntIn(j, "uid", 0, UINT32_MAX));
+  SKIFF_ASSIGN_OR_RETURN(int64_t gid, field::IntIn(j, "gid", 0, UINT32_MAX));
+  e.uid = static_cast<uint32_t>(uid);
+  e.gid = static_cast<uint32_t>(gid);
+  SKIFF_ASSIGN_OR_RETURN(e.owner, OwnerName(j, "owner"));
+  SKIFF_ASSIGN_OR_RETURN(e.group, OwnerName(j, "group"));
+  if (!field::Missing(j, "symlink_target")) {
+    if (!e.is_symlink) return InvalidRequest("symlink_target: only for a symlink");
+    SKIFF_ASSIGN_OR_RETURN(e.symlink_target, field::Path(j, "symlink_target"));
+    if (e.symlink_target->front() != '/') return InvalidRequest("symlink_target: expected an absolute path");
+  }
   return e;
 }
 
@@ -84,8 +105,12 @@ Result<bool> OneBool(const json& j, const char* key) {
 // ------------------------------------------------------------ FsEntry
 
 json FsEntry::ToJson() const {
-  return json{{"name", name}, {"is_dir", is_dir}, {"size", size},
-              {"mode", mode}, {"mtime", mtime},   {"is_symlink", is_symlink}};
+  json j{{"name", name},  {"is_dir", is_dir}, {"size", size},
+         {"mode", mode},  {"mtime", mtime},   {"is_symlink", is_symlink},
+         {"uid", uid},    {"gid", gid},       {"owner", owner},
+         {"group", group}};
+  if (symlink_target) j["symlink_target"] = *symlink_target;
+  return j;
 }
 
 Result<FsEntry> FsEntry::FromJson(const json& j) {

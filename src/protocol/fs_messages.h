@@ -19,14 +19,26 @@ namespace skiff::proto {
 // ------------------------------------------------------------ shared answers
 
 // One directory entry (fs.ls, fs.stat), of lstat: a link is reported, not
-// followed.
+// followed. Owner and group are names as the sandbox's /etc/passwd and
+// /etc/group give them, or the number in decimal when they name none.
 struct FsEntry {
+  // Longest owner or group name an answer may carry.
+  static constexpr size_t kMaxNameBytes = 256;
+
   std::string name;
   bool is_dir = false;
   int64_t size = 0;   // >= 0
   std::string mode;   // "0644"
   int64_t mtime = 0;  // seconds since the epoch
   bool is_symlink = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string owner;  // 1..kMaxNameBytes bytes
+  std::string group;  // 1..kMaxNameBytes bytes
+  // Symlinks only, and only when the link could be read: the absolute
+  // target, the link text joined with the link's directory and normalised
+  // lexically ("." and ".." removed; further links not followed).
+  std::optional<std::string> symlink_target;
 
   nlohmann::json ToJson() const;
   static Result<FsEntry> FromJson(const nlohmann::json& j);

@@ -800,8 +800,15 @@ TEST_P(FunctionsSuite, FsStat) {
                      {"size", 5},
                      {"mode", "4755"},
                      {"mtime", f["mtime"]},
-                     {"is_symlink", false}}));
+                     {"is_symlink", false},
+                     {"uid", f["uid"]},
+                     {"gid", f["gid"]},
+                     {"owner", f["owner"]},
+                     {"group", f["group"]}}));
   EXPECT_EQ(Sh("stat -c %Y " + dir_ + "/f"), std::to_string(f["mtime"].get<int64_t>()) + "\n");
+  EXPECT_EQ(Sh("stat -c '%u %g' " + dir_ + "/f"),
+            std::to_string(f["uid"].get<uint32_t>()) + " " + std::to_string(f["gid"].get<uint32_t>()) + "\n");
+  EXPECT_FALSE(f["owner"].get<std::string>().empty());
   json d = Stat(dir_ + "/d");
   EXPECT_EQ(d["is_dir"], true);
   EXPECT_EQ(d["mode"], "0755");
@@ -809,6 +816,7 @@ TEST_P(FunctionsSuite, FsStat) {
   EXPECT_EQ(l["is_dir"], false);
   EXPECT_EQ(l["is_symlink"], true);
   EXPECT_EQ(l["size"], 1);
+  EXPECT_EQ(l["symlink_target"], dir_ + "/d");
   EXPECT_EQ(Stat("/")["name"], "/");
   EXPECT_EQ(Stat("/tmp")["mode"], "1777");
   EXPECT_EQ(Stat(dir_.substr(1) + "/f")["name"], "f");

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -98,8 +99,68 @@ TEST_F(AgentFs, StatIsLstat) {
   r = Op("fs.stat", {{"path", "s/dir"}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["is_dir"], true);
-  // Six fields, no uid/gid.
-  EXPECT_EQ(r->size(), 6u);
+  // Ten fields: no symlink_target but on a link.
+  EXPECT_EQ(r->size(), 10u) << r->dump();
+}
+
+// Owner and group are names from the sandbox's own /etc/passwd and
+// /etc/group (decimal when they name none); a link carries its absolute,
+// lexically normalised target.
+TEST_F(AgentFs, EntriesCarryOwnerGroupAndLinkTarget) {
+  sb_->Sh(
+      "printf 'root:x:0:0:root:/root:/bin/sh\\nuser:x:1000:1000::/home/user:/bin/sh\\n' > /etc/passwd && "
+      "printf 'root:x:0:\\nstaff:x:50:user\\n' > /etc/group && "
+      "mkdir -p /o/sub && touch /o/mine /o/anon && chown 1000:50 /o/mine && chown 4242:4343 /o/anon && "
+      "ln -s ../o/sub/./x /o/rel && ln -s /etc/../etc/hosts /o/abs && ln -s mine /o/sib");
+  auto r = Op("fs.ls", {{"path", "/o"}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  std::map<std::string, json> by_name;
+  for (const auto& e : (*r)["entries"]) by_name[e["name"]] = e;
+  ASSERT_EQ(by_name.size(), 6u) << r->dump();
+  const json& mine = by_name["mine"];
+  EXPECT_EQ(mine["uid"], 1000);
+  EXPECT_EQ(mine["gid"], 50);
+  EXPECT_EQ(mine["owner"], "user");
+  EXPECT_EQ(mine["group"], "staff");
+  EXPECT_FALSE(mine.contains("symlink_target"));
+  const json& anon = by_name["anon"];
+  EXPECT_EQ(anon["uid"], 4242);
+  EXPECT_EQ(anon["owner"], "4242");
+  EXPECT_EQ(anon["group"], "4343");
+  EXPECT_EQ(by_name["sub"]["owner"], "root");
+  EXPECT_EQ(by_name["sub"]["group"], "root");
+  EXPECT_FALSE(by_name["sub"].contains("symlink_target"));
+  EXPECT_EQ(by_name["rel"]["symlink_target"], "/o/sub/x");  // dangling is fine: lexical
+  EXPECT_EQ(by_name["abs"]["symlink_target"], "/etc/hosts");
+  EXPECT_EQ(by_name["sib"]["symlink_target"], "/o/mine");
+  EXPECT_EQ(by_name["rel"]["owner"], "root");  // the link's own owner (lstat)
+
+  r = Op("fs.stat", {{"path", "/o/rel"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["symlink_target"], "/o/sub/x");
+  r = Op("fs.stat", {{"path", "o/sib"}});  // relative: against /
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["symlink_target"], "/o/mine");
+  r = Op("fs.ls", {{"path", "o"}});
+  ASSERT_TRUE(r.ok());
+  for (const auto& e : (*r)["entries"]) {
+    if (e["name"] == "abs") {
+      EXPECT_EQ(e["symlink_target"], "/etc/hosts");
+    }
+  }
+  r = Op("fs.stat", {{"path", "/o/mine"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["owner"], "user");
+  EXPECT_EQ((*r)["group"], "staff");
+  EXPECT_FALSE(r->contains("symlink_target"));
+
+  // A hostile sandbox's /etc/passwd that is a FIFO neither blocks nor fails
+  // the call: names fall back to numbers.
+  sb_->Sh("rm /etc/passwd && mkfifo /etc/passwd");
+  r = Op("fs.stat", {{"path", "/o/mine"}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ((*r)["owner"], "1000");
+  EXPECT_EQ((*r)["group"], "staff");
 }
 
 // ------------------------------------------------------------------ mkdir

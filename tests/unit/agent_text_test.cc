@@ -142,6 +142,20 @@ TEST(AgentText, PathPieces) {
   EXPECT_EQ(JoinPath("/p", ""), "/p");
 }
 
+// A link's absolute target, as E2B's symlinkTarget: relative text joined
+// with the link's directory, normalised lexically, nothing followed.
+TEST(AgentText, LinkTargetPath) {
+  EXPECT_EQ(LinkTargetPath("/d", "/etc/hosts"), "/etc/hosts");
+  EXPECT_EQ(LinkTargetPath("/d", "sub"), "/d/sub");
+  EXPECT_EQ(LinkTargetPath("/d/e", "../f/./g/"), "/d/f/g");
+  EXPECT_EQ(LinkTargetPath("/d", "../../../x"), "/x");
+  EXPECT_EQ(LinkTargetPath("/", "a//b"), "/a/b");
+  EXPECT_EQ(LinkTargetPath("/d", ".."), "/");
+  EXPECT_EQ(LinkTargetPath("/d", "/a/../b/.."), "/");
+  EXPECT_EQ(LinkTargetPath("/d/", "x"), "/d/x");
+  EXPECT_EQ(LinkTargetPath("/d", "..."), "/d/...");
+}
+
 // An image's User, resolved against its own /etc/passwd and /etc/group.
 TEST(AgentUser, ResolvesNamesIdsAndGroups) {
   char tmpl[] = "/tmp/skiff-user-test.XXXXXX";

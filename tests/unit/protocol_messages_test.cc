@@ -216,18 +216,24 @@ TEST(ProtocolMessages, ExecAnswers) {
 
 // ------------------------------------------------------------------ fs
 
-FsEntry SampleEntry() { return FsEntry{"b", false, 5, "0640", 1788264000, false}; }
+FsEntry SampleEntry() {
+  return FsEntry{"b", false, 5, "0640", 1788264000, false, 1000, 100, "user", "users", std::nullopt};
+}
 
 TEST(ProtocolMessages, FsEntryAndLsStat) {
-  ExpectWire(SampleEntry(),
-             R"({"is_dir":false,"is_symlink":false,"mode":"0640","mtime":1788264000,"name":"b","size":5})");
+  ExpectWire(
+      SampleEntry(),
+      R"({"gid":100,"group":"users","is_dir":false,"is_symlink":false,"mode":"0640","mtime":1788264000,)"
+      R"("name":"b","owner":"user","size":5,"uid":1000})");
   ExpectWire(FsLsRequest{"/d"}, R"({"op":"fs.ls","path":"/d"})");
   ExpectWire(FsStatRequest{"/d/b"}, R"({"op":"fs.stat","path":"/d/b"})");
-  FsLsResult ls{{SampleEntry(), FsEntry{"sub", true, 4096, "0755", -1, false}}};
+  FsLsResult ls{
+      {SampleEntry(), FsEntry{"sub", true, 4096, "0755", -1, false, 0, 0, "root", "root", std::nullopt}}};
   ExpectWire(
       ls,
-      R"({"entries":[{"is_dir":false,"is_symlink":false,"mode":"0640","mtime":1788264000,"name":"b",)"
-      R"("size":5},{"is_dir":true,"is_symlink":false,"mode":"0755","mtime":-1,"name":"sub","size":4096}]})");
+      R"({"entries":[{"gid":100,"group":"users","is_dir":false,"is_symlink":false,"mode":"0640","mtime":1788264000,)"
+      R"("name":"b","owner":"user","size":5,"uid":1000},{"gid":0,"group":"root","is_dir":true,"is_symlink":false,)"
+      R"("mode":"0755","mtime":-1,"name":"sub","owner":"root","size":4096,"uid":0}]})");
   ExpectWire(FsLsResult{}, R"({"entries":[]})");
 
   json good = SampleEntry().ToJson();
@@ -241,6 +247,45 @@ TEST(ProtocolMessages, FsEntryAndLsStat) {
     ExpectRefused<FsEntry>(With(good, "mode", mode), Code::kS300);
   ExpectRefused<FsEntry>(With(good, "name", kRemove), Code::kS300);
   ExpectRefused<FsLsResult>(json{{"entries", {good, 7}}}, Code::kS300);
+}
+
+// uid, gid, owner, group and symlink_target: a link's target round-trips;
+// every new field is typed, ids are 32-bit, names are bounded (a hostile
+// agent's 257-byte owner is refused) and only a link may carry an absolute
+// target.
+TEST(ProtocolMessages, FsEntryOwnershipAndLinkTarget) {
+  FsEntry link{"l", false, 7, "0777", 1, true, 4294967294u, 7, "nobody", "7", "/etc/hosts"};
+  ExpectWire(link,
+             R"({"gid":7,"group":"7","is_dir":false,"is_symlink":true,"mode":"0777","mtime":1,"name":"l",)"
+             R"("owner":"nobody","size":7,"symlink_target":"/etc/hosts","uid":4294967294})");
+  json good_link = link.ToJson();
+  ExpectWire(FsEntry{"l", false, 7, "0777", 1, true, 0, 0, "root", "root", std::nullopt},
+             R"({"gid":0,"group":"root","is_dir":false,"is_symlink":true,"mode":"0777","mtime":1,"name":"l",)"
+             R"("owner":"root","size":7,"uid":0})");
+  EXPECT_TRUE(FsEntry::FromJson(With(good_link, "symlink_target", nullptr)).ok());
+  for (const json& t : {json(""), json("etc/hosts"), json(std::string("/a\0b", 4)), json(1), json::array()})
+    ExpectRefused<FsEntry>(With(good_link, "symlink_target", t), Code::kS300);
+
+  json good = SampleEntry().ToJson();
+  ExpectRefused<FsEntry>(With(good, "symlink_target", "/etc/hosts"), Code::kS300);  // not a link
+  for (const char* key : {"uid", "gid"}) {
+    ExpectIntChecked<FsEntry>(good, key, Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, kRemove), Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, -1), Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, 4294967296LL), Code::kS300);
+    EXPECT_TRUE(FsEntry::FromJson(With(good, key, 4294967295LL)).ok());
+  }
+  for (const char* key : {"owner", "group"}) {
+    ExpectFieldTypesChecked<FsEntry>(good, key, kNotAString, Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, kRemove), Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, ""), Code::kS300);
+    ExpectRefused<FsEntry>(With(good, key, std::string(FsEntry::kMaxNameBytes + 1, 'a')), Code::kS300);
+    auto longest = FsEntry::FromJson(With(good, key, std::string(FsEntry::kMaxNameBytes, 'a')));
+    ASSERT_TRUE(longest.ok()) << longest.error().ToString();
+  }
+  auto r = FsEntry::FromJson(With(good, "owner", std::string(1 << 20, 'x')));
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(r.error().message().size(), 512u) << "the refusal must not echo the name";
   ExpectRefused<FsLsResult>(json{{"entries", good}}, Code::kS300);
   ExpectRefused<FsLsResult>(json::object(), Code::kS300);
 
@@ -437,8 +482,9 @@ TEST(FsCall, CarriesEachOneShotRequestAndChecksItsAnswer) {
   FsCall ls = FsLsRequest{"/tmp"};
   EXPECT_EQ(OpName(ls), "fs.ls");
   EXPECT_EQ(ToJson(ls), (json{{"op", "fs.ls"}, {"path", "/tmp"}}));
-  json entry = {{"name", "a"},    {"is_dir", false},     {"size", 3},
-                {"mode", "0644"}, {"mtime", 1700000000}, {"is_symlink", false}};
+  json entry = {{"name", "a"},         {"is_dir", false},     {"size", 3}, {"mode", "0644"},
+                {"mtime", 1700000000}, {"is_symlink", false}, {"uid", 0},  {"gid", 0},
+                {"owner", "root"},     {"group", "root"}};
   auto good = CheckAnswer(ls, json{{"entries", json::array({entry})}});
   ASSERT_TRUE(good.ok()) << good.error().ToString();
   EXPECT_EQ(*good, (json{{"entries", json::array({entry})}}));
@@ -454,6 +500,13 @@ TEST(FsCall, CarriesEachOneShotRequestAndChecksItsAnswer) {
   FsCall stat = FsStatRequest{"/tmp/a"};
   EXPECT_TRUE(CheckAnswer(stat, entry).ok());
   EXPECT_FALSE(CheckAnswer(stat, json{{"entries", json::array()}}).ok());
+  // An over-long owner name from the agent is a malformed answer.
+  json hostile = entry;
+  hostile["owner"] = std::string(FsEntry::kMaxNameBytes + 1, 'o');
+  auto refused = CheckAnswer(stat, hostile);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kS300);
+  EXPECT_EQ(CheckAnswer(ls, json{{"entries", json::array({hostile})}}).error().code(), Code::kS300);
   FsCall rm = FsRmRequest{"/x", true};
   EXPECT_EQ(ToJson(rm), (json{{"op", "fs.rm"}, {"path", "/x"}, {"recursive", true}}));
   EXPECT_TRUE(CheckAnswer(rm, json{{"removed", true}}).ok());
