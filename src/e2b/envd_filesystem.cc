@@ -37,13 +37,17 @@ std::string Permissions(const proto::FsEntry& f, uint32_t perm) {
 json EntryInfo(const proto::FsEntry& f, const std::string& path) {
   uint32_t perm = static_cast<uint32_t>(std::strtoul(f.mode.c_str(), nullptr, 8)) & 0777;
   const char* type = f.is_symlink ? "FILE_TYPE_SYMLINK" : f.is_dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE";
-  return {{"name", f.name},
-          {"type", type},
-          {"path", path},
-          {"size", std::to_string(f.size)},
-          {"mode", perm},
-          {"permissions", Permissions(f, perm)},
-          {"modifiedTime", Rfc3339Millis(f.mtime * 1000)}};
+  json entry = {{"name", f.name},
+                {"type", type},
+                {"path", path},
+                {"size", std::to_string(f.size)},
+                {"mode", perm},
+                {"permissions", Permissions(f, perm)},
+                {"owner", f.owner},
+                {"group", f.group},
+                {"modifiedTime", Rfc3339Millis(f.mtime * 1000)}};
+  if (f.symlink_target) entry["symlinkTarget"] = *f.symlink_target;
+  return entry;
 }
 
 Result<proto::FsEntry> Stat(SandboxService& svc, const std::string& id, const std::string& path) {
