@@ -801,7 +801,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     auto req = e2b_;
     Status queued = srv_.Dispatch(E2bTarget(), srv_.manager, [api, req, body, ch]() {
       ChannelResponseWriter out(ch);
-      api->Handle(*req, *body, out);
+      try {
+        api->Handle(*req, *body, out);
+      } catch (const std::exception& e) {
+        // Never a connection left waiting for an answer that will not come.
+        SKIFF_LOG_LIMITED(Error) << "e2b: " << req->method << " " << req->path << ": " << e.what();
+        out.Drop();
+      }
       out.Finish();
     });
     if (!queued.ok()) {
@@ -823,7 +829,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
           std::shared_ptr<Channel> ch;
           ~Guard() { ch->ReaderGone(); }
         } guard{ch};
-        auto reply = std::make_shared<e2b::Reply>(api->Upload(*req, BodySource(ch)));
+        auto reply = std::make_shared<e2b::Reply>();
+        try {
+          *reply = api->Upload(*req, BodySource(ch));
+        } catch (const std::exception& e) {
+          SKIFF_LOG_LIMITED(Error) << "e2b upload: " << e.what();
+          *reply = e2b::Reply::Error(500, "the upload failed inside skiffd");
+        }
         ch->ReaderGone();
         net::post(self->stream_.get_executor(), [self, reply]() {
           self->e2b_reply_ = std::move(*reply);

@@ -1,5 +1,8 @@
 #include "e2b/proto_json.h"
 
+#include <charconv>
+#include <system_error>
+
 #include "base/json_limits.h"
 #include "base/text.h"
 
@@ -32,10 +35,10 @@ Result<std::optional<uint64_t>> OptUint(const nlohmann::json& msg, std::string_v
     n = v->get<uint64_t>();
   } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
     n = static_cast<uint64_t>(v->get<int64_t>());
-  } else if (v->is_string() && !v->get_ref<const std::string&>().empty() &&
-             v->get_ref<const std::string&>().size() <= 20 &&
-             v->get_ref<const std::string&>().find_first_not_of("0123456789") == std::string::npos) {
-    n = std::stoull(v->get<std::string>());
+  } else if (const std::string* t = v->get_ptr<const std::string*>();
+             t && !t->empty() && t->find_first_not_of("0123456789") == std::string::npos &&
+             std::from_chars(t->data(), t->data() + t->size(), n).ec == std::errc()) {
+    // int64 as a string, as protobuf writes it (beyond 2^64 - 1: refused).
   } else {
     return InvalidRequest(std::string(camel) + ": expected a whole number >= 0");
   }

@@ -79,6 +79,8 @@ TEST(E2bProtoJson, AcceptsWhatConnectEsWrites) {
   EXPECT_FALSE(OptUint(m, "pid", 10).ok()) << "above the bound";
   EXPECT_FALSE(OptUint(json{{"pid", -1}}, "pid", 100).ok());
   EXPECT_FALSE(OptUint(json{{"pid", "4x"}}, "pid", 100).ok());
+  EXPECT_FALSE(OptUint(json{{"pid", "99999999999999999999"}}, "pid", 100).ok())
+      << "beyond 2^64: no exception";
   EXPECT_EQ(*Bytes(m["b"], "b"), "hi") << "unpadded";
   EXPECT_EQ(*Bytes(m["u"], "u"), "\xfb\xff") << "URL-safe";
   EXPECT_FALSE(Bytes(json(5), "b").ok());
@@ -93,9 +95,9 @@ TEST(E2bSignature, MatchesTheSdksScheme) {
             "v1_gDv73H8R9a10OdCSX0/JNMqMYLPpmCQAYJY+U68oQjM");
   EXPECT_EQ(FileSignature("/tmp/x", "write", "user", "tok", 1700000000),
             "v1_OGdIe/HCvLjadeY2/ZgDetlMIyui586/JShQ85oH/QI");
-  EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
-  EXPECT_FALSE(ConstantTimeEqual("abc", "abd"));
-  EXPECT_FALSE(ConstantTimeEqual("abc", "abcd"));
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
 }
 
 // A source that yields `data` in pieces of `piece` bytes.
