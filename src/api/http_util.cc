@@ -170,18 +170,6 @@ size_t DumpedSize(const nlohmann::json& j) {
   return n;
 }
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  // Fold the length difference in, and always walk the longer string.
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
-
 std::optional<std::string_view> BearerToken(std::string_view h) {
   constexpr std::string_view kPrefix = "Bearer ";
   if (h.size() <= kPrefix.size()) return std::nullopt;

@@ -66,9 +66,6 @@ std::string Dump(const nlohmann::json& j);
 // The size of Dump(j), counted without building the string.
 size_t DumpedSize(const nlohmann::json& j);
 
-// Compares in time independent of where the strings differ.
-bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
 // "Bearer <token>" -> token; nullopt otherwise.
 std::optional<std::string_view> BearerToken(std::string_view authorization);
 

@@ -264,4 +264,16 @@ std::string PercentEncode(std::string_view in) {
   return out;
 }
 
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  // Fold the length difference in, and always walk the longer string.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
 }  // namespace skiff

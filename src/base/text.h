@@ -31,6 +31,10 @@ std::string RandomHex(size_t bytes);
 std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space = false);
 std::string PercentEncode(std::string_view in);
 
+// Compares in time independent of where the strings differ (API keys,
+// access tokens, signatures).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
 // RFC 3339 UTC with milliseconds: "2026-09-01T12:34:56.789Z".
 std::string Rfc3339Millis(int64_t unix_millis);
 int64_t NowUnixMillis();

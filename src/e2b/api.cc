@@ -90,20 +90,6 @@ std::optional<Api::Target> Api::TargetOf(const Request& req) const {
   return std::nullopt;
 }
 
-namespace {
-
-bool IsUserName(const std::string& user) {
-  if (user.size() > 32) return false;
-  for (char c : user) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 Api::Access Api::EnvdOf(const Request& req, bool is_rpc) const {
   Access a;
   std::string id = req.Header("e2b-sandbox-id");
@@ -117,7 +103,7 @@ Api::Access Api::EnvdOf(const Request& req, bool is_rpc) const {
     a.refusal = SandboxGone(id);
     return a;
   }
-  if (!ConstantTimeEqual(req.Header("x-access-token"), rec->access_token))
+  if (!ConstantTimeEquals(req.Header("x-access-token"), rec->access_token))
     return refuse(401, "missing or wrong X-Access-Token");
   auto user = BasicUser(req.Header("authorization"));
   if (!user.ok()) return refuse(400, user.error().message());
@@ -142,8 +128,8 @@ Api::Access Api::FilesAccess(const Request& req) const {
     expiry = std::stoll(e);
   }
   auto signed_by = [&](const SandboxRecord& r) {
-    return !sig.empty() && ConstantTimeEqual(sig, FileSignature(req.Query("path"), op, req.Query("username"),
-                                                                r.access_token, expiry));
+    return !sig.empty() && ConstantTimeEquals(sig, FileSignature(req.Query("path"), op, req.Query("username"),
+                                                                 r.access_token, expiry));
   };
   std::optional<SandboxRecord> rec;
   bool by_signature = false;
@@ -161,7 +147,7 @@ Api::Access Api::FilesAccess(const Request& req) const {
       return a;
     }
     if (std::string token = req.Header("x-access-token"); !token.empty()) {
-      if (!ConstantTimeEqual(token, rec->access_token)) return refuse("missing or wrong X-Access-Token");
+      if (!ConstantTimeEquals(token, rec->access_token)) return refuse("missing or wrong X-Access-Token");
     } else {
       if (sig.empty()) return refuse("missing signature query parameter");
       if (!signed_by(*rec)) return refuse("invalid signature");

@@ -8,6 +8,16 @@
 
 namespace skiff::e2b {
 
+bool IsUserName(std::string_view user) {
+  if (user.size() > 32) return false;
+  for (char c : user) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 Result<std::string> BasicUser(const std::string& authorization) {
   if (authorization.empty()) return std::string();
   constexpr std::string_view kBasic = "Basic ";
@@ -18,11 +28,7 @@ Result<std::string> BasicUser(const std::string& authorization) {
   auto decoded = Base64Decode(std::string_view(authorization).substr(kBasic.size()));
   if (!decoded) return InvalidRequest("Authorization: not base64");
   std::string user = decoded->substr(0, decoded->find(':'));
-  for (char c : user) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.';
-    if (!ok || user.size() > 32) return InvalidRequest("Authorization: not a user name");
-  }
+  if (!IsUserName(user)) return InvalidRequest("Authorization: not a user name");
   return user;
 }
 

@@ -21,11 +21,4 @@ std::string FileSignature(std::string_view path, std::string_view operation, std
   return "v1_" + b64;
 }
 
-bool ConstantTimeEqual(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
-
 }  // namespace skiff::e2b

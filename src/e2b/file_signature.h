@@ -17,7 +17,4 @@ namespace skiff::e2b {
 std::string FileSignature(std::string_view path, std::string_view operation, std::string_view user,
                           std::string_view token, std::optional<int64_t> expiry);
 
-// Equality in time independent of where the strings differ.
-bool ConstantTimeEqual(std::string_view a, std::string_view b);
-
 }  // namespace skiff::e2b
