@@ -22,6 +22,8 @@ enum class Code {
   kS002,  // sandbox not found
   kS003,  // exec concurrency cap
   kS004,  // sandbox stopping / stopped
+  kS005,  // sandbox paused
+  kS006,  // pause/resume in the wrong state
   kS100,  // image not in catalog / not allowed
   kS101,  // image not installed, auto_install off
   kS102,  // auto-install failed (retryable)

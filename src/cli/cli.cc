@@ -17,7 +17,7 @@ using AddCommand = void (*)(CLI::App& app, int& rc);
 constexpr AddCommand kCommands[] = {
     AddRunCommand,  AddDoctorCommand,  AddVersionCommand, AddCreateCommand, AddExecCommand,
     AddPsCommand,   AddLogsCommand,    AddKillCommand,    AddAttachCommand, AddLsCommand,
-    AddStopCommand, AddCatalogCommand, AddCpCommand,      AddFsCommand,     AddImageCommands,
+    AddStopCommand, AddPauseCommands, AddCatalogCommand, AddCpCommand,   AddFsCommand,     AddImageCommands,
 };
 
 }  // namespace

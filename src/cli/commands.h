@@ -24,6 +24,7 @@ void AddKillCommand(CLI::App& app, int& rc);     // kill.cc
 void AddAttachCommand(CLI::App& app, int& rc);   // attach.cc
 void AddLsCommand(CLI::App& app, int& rc);       // ls.cc
 void AddStopCommand(CLI::App& app, int& rc);     // stop.cc
+void AddPauseCommands(CLI::App& app, int& rc);   // pause.cc: pause, resume
 void AddCatalogCommand(CLI::App& app, int& rc);  // catalog.cc
 void AddCpCommand(CLI::App& app, int& rc);       // cp.cc
 void AddFsCommand(CLI::App& app, int& rc);       // fs.cc

@@ -15,10 +15,11 @@ namespace {
 
 struct CreateFlags {
   ClientFlags client;
-  std::string image, name, isolation;
+  std::string image, name, isolation, on_idle;
   std::optional<uint32_t> cpus, memory_mb;
   std::optional<uint64_t> idle_timeout_secs;
   bool network = false;
+  bool auto_resume = false;
   std::vector<std::string> env;
 };
 
@@ -30,6 +31,8 @@ int Create(const CreateFlags& f) {
   if (f.idle_timeout_secs) p["idle_timeout_secs"] = *f.idle_timeout_secs;
   if (!f.isolation.empty()) p["isolation"] = f.isolation;
   if (f.network) p["network"] = true;
+  if (!f.on_idle.empty()) p["on_idle"] = f.on_idle;
+  if (f.auto_resume) p["auto_resume"] = true;
   if (!f.env.empty()) p["env"] = f.env;
   int rc = 0;
   auto r = CallFunction(f.client, "sandbox::create", p, &rc);
@@ -52,7 +55,9 @@ void AddCreateCommand(CLI::App& app, int& rc) {
   create->add_option("--cpus", f->cpus);
   create->add_option("--memory-mb", f->memory_mb);
   create->add_option("--idle-timeout", f->idle_timeout_secs,
-                     "seconds of idleness before the reaper stops it");
+                     "seconds of idleness before the reaper stops (or pauses) it");
+  create->add_option("--on-idle", f->on_idle, "stop | pause: what the reaper does once it is idle");
+  create->add_flag("--auto-resume", f->auto_resume, "calls to it while paused resume it");
   create->add_option("--isolation", f->isolation, "microvm | jail");
   create->add_option("--env", f->env, "NAME=value (repeatable)")->allow_extra_args(false);
   create->add_flag("--network", f->network);

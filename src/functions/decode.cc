@@ -438,6 +438,11 @@ Result<CreateSpec> DecodeCreate(const json& payload) {
   SKIFF_ASSIGN_OR_RETURN(spec.image, f.RequiredString("image"));
   SKIFF_ASSIGN_OR_RETURN(spec.name, f.OptString("name"));
   SKIFF_RETURN_IF_ERROR(ReadCreateCommon(f, spec));
+  SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> on_idle, f.OptString("on_idle"));
+  if (on_idle && *on_idle != "stop" && *on_idle != "pause")
+    return BadField(f.Path("on_idle"), "must be \"stop\" or \"pause\", got " + json(*on_idle).dump());
+  spec.pause_on_idle = on_idle && *on_idle == "pause";
+  SKIFF_ASSIGN_OR_RETURN(spec.auto_resume, f.OptBool("auto_resume", false));
   return spec;
 }
 

@@ -309,6 +309,8 @@ Keys are emitted sorted. Over the iii engine WebSocket protocol the object is se
 | S002 | `sandbox not found: <uuid>` |
 | S003 | `sandbox <uuid> is at its exec concurrency cap (max_concurrent_exec_per_sandbox=<n>)` |
 | S004 | `sandbox already stopped: <uuid>` |
+| S005 | `sandbox <uuid> is paused` |
+| S006 | `sandbox <uuid> is already paused`, or `sandbox <uuid> is not paused` |
 | S100 | `image '<image>' is not in the catalog or not allowed; allowed images: <names, or "none">` |
 | S101 | `image '<image>' is not installed on this host and auto_install is off` |
 | S102 | `auto-install failed for image '<image>': <detail>` |

@@ -12,7 +12,7 @@ constexpr std::string_view kParentsNote =
     "directories";
 constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
-constexpr std::array<CodeInfo, 22> kCodes = {{
+constexpr std::array<CodeInfo, 24> kCodes = {{
     {Code::kS001, "validation", 400, false,
      "Payload not an object; missing or mistyped field; invalid sandbox_id; exec command-shape "
      "errors; invalid map-env names; bad base64; fs::write body both/neither; NUL in a path, "
@@ -33,6 +33,13 @@ constexpr std::array<CodeInfo, 22> kCodes = {{
      "after a pause only helps when the running commands are short"},
     {Code::kS004, "validation", 409, false,
      "The sandbox is being stopped or reaped; or it was stopped while this call ran", kGoneNote},
+    {Code::kS005, "validation", 409, false,
+     "A call that needs the sandbox's processes running (exec, run step, fs, process) while it is "
+     "paused, and the sandbox was not created with auto_resume",
+     "call sandbox::resume first, or create the sandbox with auto_resume: true so calls resume it"},
+    {Code::kS006, "validation", 409, false,
+     "sandbox::pause of a sandbox that is already paused, or sandbox::resume of one that is not paused",
+     "the sandbox is already in the state you asked for; sandbox::list shows its state"},
     {Code::kS100, "config", 400, false, "image is not a catalog name, or is not in image_allowlist",
      "pick one of the images named in the message; others must be added by the operator "
      "(custom_images and image_allowlist)"},

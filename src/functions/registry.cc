@@ -52,6 +52,7 @@ json ListEntryJson(const ListEntry& e) {
           {"exec_in_flight", e.exec_in_flight},
           {"exec_slots_free", e.exec_slots_free},
           {"stopped", e.stopped},
+          {"state", e.state},
           {"isolation", e.isolation},
           {"created_at", e.created_at},
           {"last_activity_at", e.last_activity_at},
@@ -90,6 +91,22 @@ Result<json> HandleStop(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
   SKIFF_RETURN_IF_ERROR(ctx.manager.Stop(id, wait));
   return json{{"sandbox_id", id}, {"stopped", true}};
+}
+
+Result<json> HandlePause(const json& payload, CallContext& ctx) {
+  Fields f(payload);
+  SKIFF_ASSIGN_OR_RETURN(std::string raw, f.RequiredString("sandbox_id"));
+  SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
+  SKIFF_RETURN_IF_ERROR(ctx.manager.Pause(id));
+  return json{{"sandbox_id", id}, {"state", "paused"}};
+}
+
+Result<json> HandleResume(const json& payload, CallContext& ctx) {
+  Fields f(payload);
+  SKIFF_ASSIGN_OR_RETURN(std::string raw, f.RequiredString("sandbox_id"));
+  SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
+  SKIFF_RETURN_IF_ERROR(ctx.manager.Resume(id));
+  return json{{"sandbox_id", id}, {"state", "running"}};
 }
 
 Result<json> HandleList(const json&, CallContext& ctx) {
@@ -562,6 +579,12 @@ std::vector<FunctionDef> BuildTable() {
                   "Kill a sandbox's processes and discard its private writable layer (wait: true "
                   "blocks until fully released).",
                   HandleStop, {C::kS001, C::kS002}));
+  t.push_back(Def("sandbox::pause",
+                  "Stop every process of a sandbox where it stands (memory and files kept) until "
+                  "sandbox::resume.",
+                  HandlePause, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300}));
+  t.push_back(Def("sandbox::resume", "Let a paused sandbox's processes run again, where they stood.",
+                  HandleResume, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300}));
   t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.", HandleList,
                   {C::kS001}));
   t.push_back(Def("sandbox::run",

@@ -74,6 +74,10 @@ json Definitions() {
               {"exec_slots_free", UInt("max(max_concurrent_exec_per_sandbox, 1) - exec_in_flight, never "
                                        "below 0")},
               {"stopped", Bool("true only while a stop or reap is in progress")},
+              {"state",
+               {{"type", "string"},
+                {"enum", {"running", "paused", "stopping"}},
+                {"description", "Extension: paused after sandbox::pause (or an idle pause) until resumed"}}},
               {"isolation", Str("Extension: \"microvm\" or \"jail\"")},
               {"created_at", Str("Extension: RFC 3339 creation (claim) time")},
               {"last_activity_at", Str("Extension: RFC 3339 time of the last liveness event")},
@@ -160,6 +164,16 @@ FunctionSchemas Build(std::string_view id) {
                                          "default_idle_timeout_secs",
                                          300)},
              {"env", EnvProp("Base environment of every process started in the sandbox")},
+             {"on_idle",
+              {{"type", "string"},
+               {"enum", {"stop", "pause"}},
+               {"default", "stop"},
+               {"description",
+                "Extension: what the reaper does after idle_timeout_secs: stop the sandbox, or pause it "
+                "(processes stopped, memory kept) until sandbox::resume or an auto_resume call"}}},
+             {"auto_resume", BoolD("Extension: a call that needs the sandbox running (exec, fs, process) "
+                                   "resumes it when paused, instead of S005",
+                                   false)},
              {"isolation",
               {{"type", "string"},
                {"enum", {"microvm", "jail"}},
@@ -225,6 +239,21 @@ FunctionSchemas Build(std::string_view id) {
                              {{"sandbox_id", Str("Canonical id")}, {"stopped", Bool("Always true")}},
                              {"sandbox_id", "stopped"}),
                       json::array({{{"sandbox_id", kUuidEx}, {"stopped", true}}}), false);
+  } else if (id == "sandbox::pause" || id == "sandbox::resume") {
+    const bool pause = id == "sandbox::pause";
+    s.request = Root(id,
+                     Object(pause ? "Pauses a running sandbox: its processes stop where they stand (the "
+                                    "jail's cgroup freezer, the microVM's vCPUs); memory, files and "
+                                    "host resources are kept"
+                                  : "Resumes a paused sandbox: its processes continue where they stood",
+                            {{"sandbox_id", SandboxIdProp()}}, {"sandbox_id"}),
+                     json::array({{{"sandbox_id", kUuidEx}}}), true);
+    s.response = Root(id,
+                      Object(pause ? "Pause acknowledgement" : "Resume acknowledgement",
+                             {{"sandbox_id", Str("Canonical id")},
+                              {"state", Str(pause ? "Always \"paused\"" : "Always \"running\"")}},
+                             {"sandbox_id", "state"}),
+                      json::array({{{"sandbox_id", kUuidEx}, {"state", pause ? "paused" : "running"}}}), false);
   } else if (id == "sandbox::list") {
     s.request = Root(id, Object("No fields; any object is accepted", json::object(), {}),
                      json::array({json::object()}), true);
@@ -240,6 +269,7 @@ FunctionSchemas Build(std::string_view id) {
                                        {"exec_in_flight", 0},
                                        {"exec_slots_free", 4},
                                        {"stopped", false},
+                                       {"state", "running"},
                                        {"isolation", "microvm"},
                                        {"created_at", "2026-09-01T12:00:00.000Z"},
                                        {"last_activity_at", "2026-09-01T12:00:09.315Z"},

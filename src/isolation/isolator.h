@@ -63,6 +63,12 @@ class Instance {
   virtual std::string ExitReport() = 0;
   // Facts for list/doctor: {"isolation":"jail","cgroup":true,...}.
   virtual nlohmann::json Describe() = 0;
+  // Stops every process of the sandbox where it stands, memory and host
+  // resources kept (the jail's cgroup freezer, the VMM's vCPUs), and lets
+  // them run again. S300 naming the cause when this host cannot; a failed
+  // Pause leaves the sandbox running. Stop() works on a paused sandbox.
+  virtual Status Pause() = 0;
+  virtual Status Resume() = 0;
 };
 
 class Isolator {

@@ -34,7 +34,7 @@ struct Capture {
 }  // namespace
 
 Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(spec.sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(spec.sandbox_id));
   // Admission: take an exec slot atomically.
   SKIFF_RETURN_IF_ERROR(registry_.AcquireExecSlot(*sb));
   stats_.execs++;

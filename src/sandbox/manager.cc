@@ -52,7 +52,8 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
           },
           [this](const std::shared_ptr<Sandbox>& sb) { WatchAgent(sb); }),
       reaper_(registry_, config_, stats_,
-              [this](const std::shared_ptr<Sandbox>& sb) { TeardownInBackground(sb); }) {
+              [this](const std::shared_ptr<Sandbox>& sb) { TeardownInBackground(sb); },
+              [this](const std::shared_ptr<Sandbox>& sb) { PauseIdle(sb); }) {
   if (config_.isolation == "auto") {
     default_isolation_ = (isolators_.count("microvm") && KvmUsable()) ? "microvm" : "jail";
     if (!isolators_.count(default_isolation_) && !isolators_.empty())
@@ -143,6 +144,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
           claimed.tenant = spec.tenant;
           claimed.env = spec.env;
           claimed.idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
+          claimed.pause_on_idle = spec.pause_on_idle;
+          claimed.auto_resume = spec.auto_resume;
           claimed.created_unix_ms = NowUnixMillis();
           claimed.Touch();
         }));
@@ -159,6 +162,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   sb->name = spec.name;
   sb->tenant = spec.tenant;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
+  sb->pause_on_idle = spec.pause_on_idle;
+  sb->auto_resume = spec.auto_resume;
   sb->env = spec.env;
   // docs/security.md#networking-network-true loopback rewrite: create-time env only, listed ports only.
   if (spec.network && !config_.network.host_ports.empty() && host_.rewrite_loopback)
@@ -291,7 +296,7 @@ Status SandboxManager::Stop(const std::string& sandbox_id, bool wait) {
 std::vector<ListEntry> SandboxManager::List() { return registry_.List(); }
 
 Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return FsClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Call(call);
@@ -299,7 +304,7 @@ Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const p
 
 Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, const std::string& path,
                                                uint32_t mode, bool parents, const ByteSource& source) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return FsClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Write(path, mode, parents, source);
@@ -307,7 +312,7 @@ Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, co
 
 Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& path,
                               const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return FsClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Read(path, on_meta, sink);

@@ -52,6 +52,8 @@ class SandboxManager : public SandboxService {
   Result<CreateResult> Create(const CreateSpec& spec) override;
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
+  Status Pause(const std::string& sandbox_id) override;   // pause.cc
+  Status Resume(const std::string& sandbox_id) override;  // pause.cc
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override {
     return registry_.TenantOf(sandbox_id);
@@ -115,6 +117,11 @@ class SandboxManager : public SandboxService {
   void TeardownInBackground(std::shared_ptr<Sandbox> sb);
 
   std::chrono::milliseconds FsTimeout() const;
+  // The sandbox for a call that needs its processes running: a paused one
+  // is resumed first when it was created with auto_resume, S005 otherwise.
+  Result<std::shared_ptr<Sandbox>> Running(const std::string& sandbox_id);
+  // The reaper's pause of an idle sandbox created with on_idle: pause.
+  void PauseIdle(const std::shared_ptr<Sandbox>& sb);
 
   Config config_;
   HostProbes host_;

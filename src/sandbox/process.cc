@@ -27,7 +27,7 @@ Env CallerEnv(const std::vector<std::string>& kv) {
 
 Result<nlohmann::json> SandboxManager::Process(const std::string& sandbox_id,
                                                const proto::ProcessCall& call) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   ProcessClient client(
       *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout());
   if (const auto* start = std::get_if<proto::ProcStartRequest>(&call)) {
@@ -44,7 +44,7 @@ Result<nlohmann::json> SandboxManager::Process(const std::string& sandbox_id,
 Result<proto::ProcInfo> SandboxManager::ProcessOutput(const std::string& sandbox_id,
                                                       const proto::ProcOutputRequest& req,
                                                       ProcessOutputSink& sink) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return ProcessClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Output(req, sink);
@@ -53,7 +53,7 @@ Result<proto::ProcInfo> SandboxManager::ProcessOutput(const std::string& sandbox
 Result<proto::ProcInputResult> SandboxManager::ProcessInput(const std::string& sandbox_id,
                                                             const proto::ProcInputRequest& req,
                                                             const ByteSource& source) {
-  SKIFF_ASSIGN_OR_RETURN(auto sb, registry_.Lookup(sandbox_id));
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return ProcessClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Input(req, source);

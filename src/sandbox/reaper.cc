@@ -8,8 +8,13 @@
 
 namespace skiff {
 
-Reaper::Reaper(SandboxRegistry& registry, const Config& config, SandboxStats& stats, TeardownFn teardown)
-    : registry_(registry), config_(config), stats_(stats), teardown_(std::move(teardown)) {}
+Reaper::Reaper(SandboxRegistry& registry, const Config& config, SandboxStats& stats, TeardownFn teardown,
+               PauseFn pause)
+    : registry_(registry),
+      config_(config),
+      stats_(stats),
+      teardown_(std::move(teardown)),
+      pause_(std::move(pause)) {}
 
 Reaper::~Reaper() {
   Stop();
@@ -36,12 +41,17 @@ void Reaper::Stop() {
 void Reaper::ReapOnce() {
   int64_t now = MonotonicMillis();
   int64_t busy_grace = static_cast<int64_t>(config_.exec_timeout_cap()) + 60000;
-  auto victims = registry_.TakeExpired([&](const Sandbox& sb) {
-    int64_t idle = now - sb.last_activity_mono_ms;
+  auto idle = [&](const Sandbox& sb) {
+    int64_t idle_ms = now - sb.last_activity_mono_ms;
     int64_t limit = static_cast<int64_t>(sb.idle_timeout_secs) * 1000;
     if (sb.exec_in_flight > 0) limit += busy_grace;
-    return idle > limit;
-  });
+    return idle_ms > limit;
+  };
+  // Paused, not stopped: each pause takes milliseconds (a freeze, a QMP
+  // command), bounded by the backend's own timeout.
+  for (auto& sb : registry_.Select([&](const Sandbox& sb) { return sb.pause_on_idle && idle(sb); }))
+    pause_(sb);
+  auto victims = registry_.TakeExpired([&](const Sandbox& sb) { return !sb.pause_on_idle && idle(sb); });
   for (auto& sb : victims) {
     SKIFF_LOG(Info) << "reaping idle sandbox " << sb->id;
     stats_.reaped++;

@@ -57,7 +57,31 @@ Result<std::shared_ptr<Sandbox>> SandboxRegistry::Lookup(const std::string& id) 
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return SandboxNotFound(id);
   if (it->second->stopping()) return Error(Code::kS004, "sandbox already stopped: " + id);
+  if (it->second->state == SandboxState::kPaused) return SandboxPaused(id);
   return it->second;
+}
+
+Result<std::shared_ptr<Sandbox>> SandboxRegistry::Find(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return SandboxNotFound(id);
+  if (it->second->stopping()) return Error(Code::kS004, "sandbox already stopped: " + id);
+  return it->second;
+}
+
+Status SandboxRegistry::SetPaused(Sandbox& sb, bool paused) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (sb.stopping()) return Error(Code::kS004, "sandbox already stopped: " + sb.id);
+  bool is_paused = sb.state == SandboxState::kPaused;
+  if (is_paused == paused)
+    return Error(Code::kS006, "sandbox " + sb.id + (paused ? " is already paused" : " is not paused"));
+  sb.MoveTo(paused ? SandboxState::kPaused : SandboxState::kReady);
+  return OkStatus();
+}
+
+bool SandboxRegistry::Paused(const Sandbox& sb) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sb.state == SandboxState::kPaused;
 }
 
 bool SandboxRegistry::Stopping(const Sandbox& sb) {
@@ -68,6 +92,7 @@ bool SandboxRegistry::Stopping(const Sandbox& sb) {
 Status SandboxRegistry::AcquireExecSlot(Sandbox& sb) {
   std::lock_guard<std::mutex> lk(mu_);
   if (sb.stopping()) return Error(Code::kS004, "sandbox already stopped: " + sb.id);
+  if (sb.state == SandboxState::kPaused) return SandboxPaused(sb.id);
   if (sb.exec_in_flight >= config_.exec_cap())
     return Error(Code::kS003, "sandbox " + sb.id +
                                   " is at its exec concurrency cap (max_concurrent_exec_per_sandbox=" +
@@ -96,6 +121,7 @@ std::vector<ListEntry> SandboxRegistry::List() {
     uint32_t cap = std::max<uint32_t>(config_.max_concurrent_exec_per_sandbox, 1);
     e.exec_slots_free = cap > sb->exec_in_flight ? cap - sb->exec_in_flight : 0;
     e.stopped = sb->stopping();
+    e.state = sb->stopping() ? "stopping" : sb->state == SandboxState::kPaused ? "paused" : "running";
     e.isolation = sb->isolation;
     e.created_at = Rfc3339Millis(sb->created_unix_ms);
     e.last_activity_at = Rfc3339Millis(sb->last_activity_unix_ms);
@@ -139,7 +165,7 @@ std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::TakeExpired(
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = sandboxes_.begin(); it != sandboxes_.end();) {
     auto& sb = it->second;
-    if (!sb->stopping() && expired(*sb)) {
+    if (sb->state == SandboxState::kReady && expired(*sb)) {
       sb->MoveTo(SandboxState::kStopping);
       victims.push_back(sb);
       tearing_down_[sb->id] = sb;
@@ -149,6 +175,14 @@ std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::TakeExpired(
     }
   }
   return victims;
+}
+
+std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::Select(const std::function<bool(const Sandbox&)>& pick) {
+  std::vector<std::shared_ptr<Sandbox>> out;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [id, sb] : sandboxes_)
+    if (sb->state == SandboxState::kReady && pick(*sb)) out.push_back(sb);
+  return out;
 }
 
 SandboxRegistry::Removed SandboxRegistry::RemoveDead(const std::shared_ptr<Sandbox>& s) {

@@ -48,8 +48,16 @@ class SandboxRegistry {
   Status Register(const std::shared_ptr<Sandbox>& sb);
 
   // --- lookup and exec admission
-  // S002 unknown, S004 a stop has begun.
+  // S002 unknown, S004 a stop has begun, S005 paused.
   Result<std::shared_ptr<Sandbox>> Lookup(const std::string& id);
+  // A live sandbox whether running or paused: S002 unknown, S004 a stop
+  // has begun.
+  Result<std::shared_ptr<Sandbox>> Find(const std::string& id);
+  // Ready -> Paused (`paused`) or Paused -> Ready. S004 when a stop began
+  // meanwhile, S006 when it is already in that state.
+  Status SetPaused(Sandbox& sb, bool paused);
+  // Whether `sb` is paused now.
+  bool Paused(const Sandbox& sb);
   // Whether a stop of `sb` has begun.
   bool Stopping(const Sandbox& sb);
   // Takes an exec slot of `sb`: S004 stopping, S003 at the exec cap.
@@ -69,9 +77,12 @@ class SandboxRegistry {
   // Takes a live sandbox out (Ready -> Stopping) before the stop returns,
   // or finds the stop or reap in progress. S002 when neither.
   Result<StopTicket> BeginStop(const std::string& id);
-  // Takes out every live sandbox `expired` holds for (called under the
-  // lock; it may read guarded fields). Each is moved to Stopping.
+  // Takes out every running (not paused) sandbox `expired` holds for
+  // (called under the lock; it may read guarded fields). Each is moved to
+  // Stopping.
   std::vector<std::shared_ptr<Sandbox>> TakeExpired(const std::function<bool(const Sandbox&)>& expired);
+  // The running sandboxes `pick` holds for (under the lock), left in place.
+  std::vector<std::shared_ptr<Sandbox>> Select(const std::function<bool(const Sandbox&)>& pick);
   // Removes a sandbox whose agent died from the registry or its pool
   // (-> Stopping). kNone: a stop had already begun, nothing to do.
   enum class Removed { kNone, kLive, kPooled };

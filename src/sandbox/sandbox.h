@@ -36,6 +36,10 @@ class Sandbox {
   uint32_t memory_mb = 512;
   bool network = false;
   uint64_t idle_timeout_secs = 300;
+  bool pause_on_idle = false;  // CreateSpec::pause_on_idle
+  bool auto_resume = false;    // CreateSpec::auto_resume
+  // Held by a pause or resume for its whole length (pause.cc).
+  std::mutex pause_mu;
   Env env;                             // create-time env (layer 3)
   std::vector<std::string> image_env;  // layer 2
   std::string image_workdir;

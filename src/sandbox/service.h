@@ -25,6 +25,11 @@ class SandboxService {
   virtual Result<CreateResult> Create(const CreateSpec& spec) = 0;
   virtual Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) = 0;
   virtual Status Stop(const std::string& sandbox_id, bool wait) = 0;
+  // Stops every process of a running sandbox where it stands (memory,
+  // files and host resources kept) / lets a paused one run on. S006 when
+  // it already is in that state.
+  virtual Status Pause(const std::string& sandbox_id) = 0;
+  virtual Status Resume(const std::string& sandbox_id) = 0;
   virtual std::vector<ListEntry> List() = 0;
   // The tenant recorded at the create of `sandbox_id` (CreateSpec::tenant)
   // while it is live or being stopped; nullopt when the id names neither.

@@ -46,6 +46,16 @@ Status TenantScope::Stop(const std::string& sandbox_id, bool wait) {
   return inner_.Stop(sandbox_id, wait);
 }
 
+Status TenantScope::Pause(const std::string& sandbox_id) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Pause(sandbox_id);
+}
+
+Status TenantScope::Resume(const std::string& sandbox_id) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Resume(sandbox_id);
+}
+
 Result<nlohmann::json> TenantScope::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
   SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
   return inner_.Fs(sandbox_id, call);

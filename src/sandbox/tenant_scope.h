@@ -26,6 +26,8 @@ class TenantScope : public SandboxService {
   Result<CreateResult> Create(const CreateSpec& spec) override;
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
+  Status Pause(const std::string& sandbox_id) override;
+  Status Resume(const std::string& sandbox_id) override;
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;

@@ -21,4 +21,8 @@ Error SandboxNotFound(const std::string& sandbox_id) {
   return Error(Code::kS002, "sandbox not found: " + sandbox_id);
 }
 
+Error SandboxPaused(const std::string& sandbox_id) {
+  return Error(Code::kS005, "sandbox " + sandbox_id + " is paused");
+}
+
 }  // namespace skiff

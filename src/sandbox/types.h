@@ -29,6 +29,11 @@ struct CreateSpec {
   std::optional<uint64_t> idle_timeout_secs;
   Env env;
   std::optional<std::string> isolation;  // "microvm" | "jail"
+  // What the reaper does once it is idle: stop it, or pause it (processes
+  // stopped, memory kept) until a call resumes it.
+  bool pause_on_idle = false;
+  // A call that needs it running resumes a paused sandbox instead of S005.
+  bool auto_resume = false;
   // The tenant creating it (docs/configuration.md#tenants): the name of the
   // caller's API key with tenancy on, "" otherwise. Set by TenantScope,
   // never from a request.
@@ -110,6 +115,7 @@ struct ListEntry {
   uint32_t exec_in_flight = 0;
   uint32_t exec_slots_free = 0;
   bool stopped = false;
+  std::string state;  // "running" | "paused" | "stopping"
   std::string isolation;
   std::string created_at;
   std::string last_activity_at;
@@ -122,6 +128,8 @@ struct ListEntry {
 // S002 for an id that names no sandbox the caller can reach. An unknown id
 // and another tenant's sandbox get exactly this, so they cannot be told apart.
 Error SandboxNotFound(const std::string& sandbox_id);
+// S005 for a call that needs a paused sandbox running.
+Error SandboxPaused(const std::string& sandbox_id);
 
 // Pulls a streamed upload body chunk by chunk. Returns "" at end of stream,
 // or an error (S218) when the source stalls or aborts.
@@ -137,7 +145,7 @@ struct FsReadMeta {
 
 // Counters for /metrics.
 struct SandboxStats {
-  std::atomic<uint64_t> created{0}, reaped{0}, execs{0};
+  std::atomic<uint64_t> created{0}, reaped{0}, execs{0}, paused{0}, resumed{0};
 };
 
 // The warm pool of one image (docs/configuration.md#warm-pool), for /metrics and tests.

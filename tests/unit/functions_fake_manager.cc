@@ -32,6 +32,18 @@ Status FakeSandboxService::Stop(const std::string& id, bool wait) {
   return OkStatus();
 }
 
+Status FakeSandboxService::Pause(const std::string& id) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  if (!Fake().paused.insert(id).second) return Error(Code::kS006, "sandbox " + id + " is already paused");
+  return OkStatus();
+}
+
+Status FakeSandboxService::Resume(const std::string& id) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  if (Fake().paused.erase(id) == 0) return Error(Code::kS006, "sandbox " + id + " is not paused");
+  return OkStatus();
+}
+
 std::vector<ListEntry> FakeSandboxService::List() { return Fake().list; }
 
 std::optional<std::string> FakeSandboxService::TenantOf(const std::string& id) {

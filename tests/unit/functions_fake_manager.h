@@ -36,6 +36,7 @@ struct FakeState {
   int reads = 0;
   ExecResult exec_result;
   std::vector<ListEntry> list;
+  std::set<std::string> paused;  // Pause/Resume: ids paused now
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
   // Process*: the requests as the agent would receive them, and answers.
@@ -59,6 +60,8 @@ class FakeSandboxService : public SandboxService {
   Result<CreateResult> Create(const CreateSpec& spec) override;
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
+  Status Pause(const std::string& sandbox_id) override;
+  Status Resume(const std::string& sandbox_id) override;
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;

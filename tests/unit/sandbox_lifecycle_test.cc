@@ -9,14 +9,17 @@
 namespace skiff {
 namespace {
 
-constexpr SandboxState kAll[] = {SandboxState::kStarting, SandboxState::kReady, SandboxState::kStopping,
-                                 SandboxState::kStopped};
+constexpr SandboxState kAll[] = {SandboxState::kStarting, SandboxState::kReady, SandboxState::kPaused,
+                                 SandboxState::kStopping, SandboxState::kStopped};
 
 TEST(SandboxLifecycle, TransitionTable) {
   const std::set<std::pair<SandboxState, SandboxState>> legal = {
       {SandboxState::kStarting, SandboxState::kReady},
       {SandboxState::kStarting, SandboxState::kStopping},
       {SandboxState::kReady, SandboxState::kStopping},
+      {SandboxState::kReady, SandboxState::kPaused},
+      {SandboxState::kPaused, SandboxState::kReady},
+      {SandboxState::kPaused, SandboxState::kStopping},
       {SandboxState::kStopping, SandboxState::kStopped},
   };
   for (auto from : kAll)
@@ -32,6 +35,7 @@ TEST(SandboxLifecycle, NothingLeavesStopped) {
 TEST(SandboxLifecycle, StoppingCoversStoppingAndStopped) {
   EXPECT_FALSE(IsStopping(SandboxState::kStarting));
   EXPECT_FALSE(IsStopping(SandboxState::kReady));
+  EXPECT_FALSE(IsStopping(SandboxState::kPaused));
   EXPECT_TRUE(IsStopping(SandboxState::kStopping));
   EXPECT_TRUE(IsStopping(SandboxState::kStopped));
 }
@@ -39,7 +43,7 @@ TEST(SandboxLifecycle, StoppingCoversStoppingAndStopped) {
 TEST(SandboxLifecycle, NamesAreDistinct) {
   std::set<std::string> names;
   for (auto s : kAll) names.insert(SandboxStateName(s));
-  EXPECT_EQ(names.size(), 4u);
+  EXPECT_EQ(names.size(), 5u);
 }
 
 }  // namespace

@@ -92,8 +92,77 @@ std::vector<int> SandboxCgroup::procs_fds() const {
 
 void SandboxCgroup::CloseSetupFds() { procs_.clear(); }
 
+namespace {
+
+// Whether the freezer knob `knob` reports every process stopped.
+bool FrozenNow(const std::string& knob) {
+  if (knob.ends_with("/freezer.state")) {
+    Result<std::string> st = ReadFile(knob);
+    return st.ok() && st->starts_with("FROZEN");
+  }
+  Result<std::string> ev = ReadFile(knob.substr(0, knob.rfind('/')) + "/cgroup.events");
+  return ev.ok() && (ev->starts_with("frozen 1") || ev->find("\nfrozen 1") != std::string::npos);
+}
+
+void SignalAll(const std::string& dir, int sig) {
+  std::ifstream procs(dir + "/cgroup.procs");
+  pid_t pid;
+  while (procs >> pid) {
+    // pidfd: a reused pid is never signalled once the process is gone.
+    int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pfd < 0) continue;
+    ::syscall(SYS_pidfd_send_signal, pfd, sig, nullptr, 0);
+    ::close(pfd);
+  }
+}
+
+}  // namespace
+
+Status SandboxCgroup::Freeze(std::chrono::milliseconds timeout) {
+  using namespace std::chrono_literals;
+  if (freeze_knob_.empty())
+    return Platform("isolation",
+                    "jail: pause needs a cgroup freezer (a v1 freezer hierarchy or cgroup v2), and this host "
+                    "has neither");
+  bool v1 = freeze_knob_.ends_with("/freezer.state");
+  SKIFF_RETURN_IF_ERROR(WriteKnob(freeze_knob_, v1 ? "FROZEN" : "1"));
+  // v1 reports FREEZING until every task has stopped (a task in an
+  // uninterruptible sleep can hold it there); v2 flips "frozen" in events.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto delay = 100us;
+  while (!FrozenNow(freeze_knob_)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      (void)Thaw();
+      return Platform("isolation", "jail: the sandbox's processes did not all stop within " +
+                                       std::to_string(timeout.count()) + " ms (left running)");
+    }
+    // v1 retries a partial freeze only when FROZEN is written again.
+    if (v1) (void)WriteKnob(freeze_knob_, "FROZEN");
+    std::this_thread::sleep_for(delay);
+    if (delay < 10ms) delay *= 2;
+  }
+  return OkStatus();
+}
+
+Status SandboxCgroup::Thaw() {
+  if (freeze_knob_.empty()) return OkStatus();
+  return WriteKnob(freeze_knob_, freeze_knob_.ends_with("/freezer.state") ? "THAWED" : "0");
+}
+
+void ThawCgroupDir(const std::string& dir) {
+  if (::access((dir + "/freezer.state").c_str(), F_OK) == 0) (void)WriteKnob(dir + "/freezer.state", "THAWED");
+  if (::access((dir + "/cgroup.freeze").c_str(), F_OK) == 0) (void)WriteKnob(dir + "/cgroup.freeze", "0");
+}
+
 void SandboxCgroup::Remove() {
   CloseSetupFds();
+  // A paused sandbox: queue the kill first, then thaw, so no process runs
+  // a single instruction of its own code after the stop began.
+  if (!freeze_knob_.empty() && !dirs_.empty()) {
+    SignalAll(dirs_.front(), SIGKILL);
+    (void)Thaw();
+  }
+  freeze_knob_.clear();
   for (const auto& d : dirs_)
     if (!KillAndRemoveCgroup(d)) {
       SKIFF_LOG(Warn) << "jail: could not remove cgroup " << d;
@@ -110,16 +179,10 @@ bool KillAndRemoveCgroup(const std::string& dir) {
   while (std::chrono::steady_clock::now() < deadline) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
     if (errno != EBUSY) return false;
-    // Still populated: kill what is listed (pidfd, so a reused pid is never
-    // signalled once the process is gone) and give the kernel a moment.
-    std::ifstream procs(dir + "/cgroup.procs");
-    pid_t pid;
-    while (procs >> pid) {
-      int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-      if (pfd < 0) continue;
-      ::syscall(SYS_pidfd_send_signal, pfd, SIGKILL, nullptr, 0);
-      ::close(pfd);
-    }
+    // Still populated: kill what is listed and give the kernel a moment (a
+    // frozen cgroup is thawed so the kill is delivered).
+    SignalAll(dir, SIGKILL);
+    ThawCgroupDir(dir);
     std::this_thread::sleep_for(delay);
     if (delay < 50ms) delay *= 2;
   }
@@ -147,6 +210,7 @@ nlohmann::json Cgroups::Describe() const {
   } else {
     j["dirs"] = bases_;
     if (kind_ == Kind::kV1) j["memsw"] = memsw_;
+    j["freezer"] = kind_ == Kind::kV2 || !freezer_base_.empty();
   }
   return j;
 }
@@ -203,7 +267,9 @@ Cgroups Cgroups::Detect() {
   std::string why_v1;
   std::vector<std::string> bases;
   bool memsw = false;
-  for (const char* ctrl : {"memory", "pids", "cpu"}) {
+  std::string freezer_base;
+  for (const char* ctrl : {"memory", "pids", "cpu", "freezer"}) {
+    const bool optional = std::string_view(ctrl) == "cpu" || std::string_view(ctrl) == "freezer";
     std::string found;
     for (const auto& m : mounts) {
       if (m.fstype != "cgroup" || m.root != "/" || !HasWord(m.superopts, ',', ctrl)) continue;
@@ -217,19 +283,21 @@ Cgroups Cgroups::Detect() {
       why_v1 = why;
     }
     if (found.empty()) {
-      if (std::string_view(ctrl) == "cpu") continue;
+      if (optional) continue;
       if (why_v1.empty()) why_v1 = std::string("no cgroup v1 ") + ctrl + " hierarchy";
       bases.clear();
       break;
     }
     if (std::string_view(ctrl) == "memory")
       memsw = ::access((found + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0;
+    if (std::string_view(ctrl) == "freezer") freezer_base = found;
     bases.push_back(found);
   }
   if (!bases.empty()) {
     cg.kind_ = Kind::kV1;
     cg.bases_ = bases;
     cg.memsw_ = memsw;
+    cg.freezer_base_ = freezer_base;
     return cg;
   }
   cg.why_ = why_v2 + "; " + why_v1;
@@ -244,6 +312,9 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
     dir.append("/").append(id);
     if (::mkdir(dir.c_str(), 0755) < 0) return Error::Sys(Code::kS300, "mkdir", dir, errno);
     sc.dirs_.push_back(dir);
+    if (kind_ == Kind::kV2 && ::access((dir + "/cgroup.freeze").c_str(), F_OK) == 0)
+      sc.freeze_knob_ = dir + "/cgroup.freeze";
+    if (kind_ == Kind::kV1 && base == freezer_base_) sc.freeze_knob_ = dir + "/freezer.state";
     if (kind_ == Kind::kV2) {
       SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/memory.max", std::to_string(lim.memory_bytes)));
       (void)WriteKnob(dir + "/memory.swap.max", "0");

@@ -7,6 +7,7 @@
 // daemon, so whatever limits the daemon itself runs under also bound them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,14 +38,24 @@ class SandboxCgroup {
   std::vector<int> procs_fds() const;
   void CloseSetupFds();
 
-  // SIGKILLs whatever is still in the cgroup, waits for it to empty and
-  // removes the directories. Idempotent.
+  // Whether Freeze() can work: a v1 freezer hierarchy, or cgroup v2.
+  bool can_freeze() const { return !freeze_knob_.empty(); }
+  // Stops every process of the cgroup and returns once all are stopped (v1
+  // freezer.state FROZEN, v2 cgroup.events "frozen 1"); S300 (and thawed
+  // again) when that does not happen within `timeout`.
+  Status Freeze(std::chrono::milliseconds timeout);
+  Status Thaw();
+
+  // SIGKILLs whatever is still in the cgroup (thawing it, so the kill is
+  // delivered), waits for it to empty and removes the directories.
+  // Idempotent.
   void Remove();
 
  private:
   friend class Cgroups;
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
+  std::string freeze_knob_;  // <dir>/freezer.state (v1) or <dir>/cgroup.freeze (v2)
 };
 
 class Cgroups {
@@ -69,8 +80,13 @@ class Cgroups {
   Kind kind_ = Kind::kNone;
   std::vector<std::string> bases_;  // v1: memory, pids, cpu[, cpuacct]; v2: one
   bool memsw_ = false;
+  std::string freezer_base_;  // v1: the freezer base among bases_, "" without one
   std::string why_;
 };
+
+// Thaws <dir> when it is a frozen freezer (v1) or v2 cgroup; a no-op
+// otherwise. A frozen process cannot act on SIGKILL until thawed.
+void ThawCgroupDir(const std::string& dir);
 
 // Kills every process listed in <dir>/cgroup.procs and removes <dir>.
 // Returns false when the directory could not be removed.

@@ -59,6 +59,17 @@ void CleanupOrphans(const OrphanScope& scope) {
       if (!HeldElsewhere(scope.lock_dir + "/" + name)) orphan_ids.insert(id);
     }
   }
+  // A sandbox paused when its daemon died is frozen: its processes act on
+  // the kills above only once thawed, and a cgroup holding them cannot go.
+  for (const auto& base : scope.cgroup_bases) {
+    if (auto d = ScopedDir::Open(base); d.ok()) {
+      while (const dirent* e = d->Next()) {
+        std::string id = e->d_name;
+        if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
+        if (!HeldElsewhere(LiveLockPath(scope.lock_dir, id))) ThawCgroupDir(base + "/" + id);
+      }
+    }
+  }
   for (const auto& base : scope.cgroup_bases) {
     if (auto d = ScopedDir::Open(base); d.ok()) {
       while (const dirent* e = d->Next()) {

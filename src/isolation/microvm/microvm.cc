@@ -67,8 +67,9 @@ std::string FirstLineOf(const std::vector<std::string>& argv) {
 class MicrovmInstance : public Instance {
  public:
   MicrovmInstance(std::string state_dir, Process proc, UniqueFd chan, nlohmann::json facts,
-                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net)
-      : net_(std::move(net)),
+                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net, std::unique_ptr<Qmp> qmp)
+      : qmp_(std::move(qmp)),
+        net_(std::move(net)),
         state_dir_(std::move(state_dir)),
         proc_(std::move(proc)),
         chan_(std::move(chan)),
@@ -95,6 +96,7 @@ class MicrovmInstance : public Instance {
       }
     }
     report_ = ReportLocked();
+    qmp_.reset();
     chan_.reset();
     net_.reset();  // slirp4netns killed; the namespace and its taps go with it
     RemoveStateDir(state_dir_);
@@ -121,12 +123,32 @@ class MicrovmInstance : public Instance {
     return d;
   }
 
+  Status Pause() override { return RunState("stop"); }
+  Status Resume() override { return RunState("cont"); }
+
  private:
+  // "stop" halts the vCPUs (guest memory, devices and the VMM stay); "cont"
+  // lets them run. Both return once QEMU has done it.
+  Status RunState(const char* command) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
+    if (!qmp_) return Platform("isolation", "microvm: this VM has no monitor");
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    if (!qmp_->negotiated()) SKIFF_RETURN_IF_ERROR(qmp_->Handshake(deadline));
+    Result<nlohmann::json> r = qmp_->Execute(command, nlohmann::json::object(), deadline);
+    if (!r.ok()) return std::move(r).error().With(std::string("microvm: ") + command);
+    return OkStatus();
+  }
+
   std::string ReportLocked() {
     return VmReport(proc_.exited() ? DescribeWaitStatus(*proc_.status()) : "qemu running", state_dir_);
   }
 
   std::mutex mu_;
+  // QEMU's monitor. Events QEMU sends between commands wait in the socket
+  // and are skipped by the next command; a guest can cause only
+  // rate-limited ones (RTC_CHANGE at most once a second).
+  std::unique_ptr<Qmp> qmp_;
   std::unique_ptr<net::SandboxNet> net_;  // network: true
   std::string state_dir_;
   Process proc_;
@@ -190,6 +212,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   if (!vm) {
     spec.append = KernelCmdline(policy, kvm);
     spec.network = policy.network ? &policy : nullptr;
+    spec.qmp = true;  // pause and resume
     SKIFF_ASSIGN_OR_RETURN(vm, Boot(spec, parts));
   }
 
@@ -214,9 +237,11 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
                   << (kvm ? "kvm" : "tcg") << (restored ? ", restored" : ", booted") << ", qemu pid "
                   << vm->proc.pid() << ")";
   std::string state = vm->state.Release();
+  std::unique_ptr<Qmp> monitor = std::move(vm->monitor);
+  if (!monitor && vm->qmp) monitor = std::make_unique<Qmp>(std::move(vm->qmp));
   return std::unique_ptr<Instance>(new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan),
                                                        std::move(facts), uint64_t{policy.memory_mb} << 20,
-                                                       std::move(vm->net)));
+                                                       std::move(vm->net), std::move(monitor)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {

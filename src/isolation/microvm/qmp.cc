@@ -62,6 +62,7 @@ Status Qmp::Handshake(Deadline deadline) {
   if (!greeting.contains("QMP")) return Platform("qmp", "no QMP greeting from QEMU");
   SKIFF_ASSIGN_OR_RETURN(json r, Execute("qmp_capabilities", json::object(), deadline));
   (void)r;
+  negotiated_ = true;
   return OkStatus();
 }
 

@@ -1,7 +1,8 @@
 // A minimal client of QEMU's machine protocol (QMP) over a connected stream
 // socket: the greeting, capability negotiation, commands with an optional
 // descriptor passed alongside (SCM_RIGHTS, for "getfd"); events are skipped.
-// Used to snapshot a booted template VM and to start a restored one.
+// Used to snapshot a booted template VM, to start a restored one, and to
+// pause and resume a sandbox's VM.
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,7 @@ class Qmp {
 
   // Reads the greeting and leaves negotiation mode.
   Status Handshake(Deadline deadline);
+  bool negotiated() const { return negotiated_; }
   // Runs `command`; returns its "return" value, or S300 with QEMU's error
   // description. `pass_fd` >= 0 travels with the command (for "getfd").
   Result<nlohmann::json> Execute(const std::string& command,
@@ -34,6 +36,7 @@ class Qmp {
   UniqueFd fd_;
   std::string buf_;
   int next_id_ = 1;
+  bool negotiated_ = false;
 };
 
 }  // namespace skiff::microvm

@@ -169,13 +169,11 @@ Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string&
   SKIFF_ASSIGN_OR_RETURN(Launched l, Launch(spec, parts));
   in.reset();
   auto deadline = l.launched + kBootTimeout;
-  {
-    Qmp qmp(std::move(l.qmp));
-    Status st = ResumeLoaded(qmp, deadline);
-    if (!st.ok()) {
-      *killed = KilledFromOutside(l);
-      return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
-    }
+  // The monitor stays with the VM (pause and resume use it).
+  l.monitor = std::make_unique<Qmp>(std::move(l.qmp));
+  if (Status st = ResumeLoaded(*l.monitor, deadline); !st.ok()) {
+    *killed = KilledFromOutside(l);
+    return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
   }
   std::string h = GuestHostname(policy.hostname);
   SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());

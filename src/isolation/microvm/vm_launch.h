@@ -15,6 +15,7 @@
 #include "base/unique_fd.h"
 #include "isolation/isolator.h"
 #include "isolation/microvm/qemu_cmdline.h"
+#include "isolation/microvm/qmp.h"
 #include "isolation/net/sandbox_net.h"
 
 namespace skiff::microvm {
@@ -87,7 +88,8 @@ struct Launched {
   std::unique_ptr<net::SandboxNet> net;
   Process proc;
   UniqueFd chan;  // host end of the agent channel
-  UniqueFd qmp;   // host end of the QMP monitor (spec.qmp)
+  UniqueFd qmp;   // host end of the QMP monitor (spec.qmp), until a client takes it
+  std::unique_ptr<Qmp> monitor;  // that client, once one has spoken on it
   uint32_t uid = 0;
   Clock::time_point launched;
 };
