@@ -24,11 +24,20 @@ struct ChildStack {
 // state there.
 #define SKIFF_CLONE_CHILD __attribute__((no_sanitize("address,thread,undefined")))
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_ignore_thread_begin();  // NOLINT(bugprone-reserved-identifier)
+extern "C" void __tsan_ignore_thread_end();    // NOLINT(bugprone-reserved-identifier)
+#endif
+
 // ::clone(fn, stack, flags, arg, pidfd). Under ThreadSanitizer, glibc's own
 // clone: the runtime's interceptor treats every clone as a fork and has the
 // child reset the runtime's state, which a CLONE_VM child shares with the
 // parent (the parent's runtime then dies of "starting new threads after
-// multi-threaded fork" or a wild jump).
+// multi-threaded fork" or a wild jump). A CLONE_VFORK child runs on the
+// stopped parent thread's sanitizer state: it is ignored meanwhile, or a
+// report from the child (which cannot be told apart from the parent) would
+// die holding the runtime's locks, and every thread of the parent would
+// wait on them for ever.
 inline int CloneVm(int (*fn)(void*), void* stack, int flags, void* arg, int* pidfd) {
 #if defined(__SANITIZE_THREAD__)
   using CloneFn = int (*)(int (*)(void*), void*, int, void*, ...);
@@ -37,7 +46,10 @@ inline int CloneVm(int (*fn)(void*), void* stack, int flags, void* arg, int* pid
     void* sym = libc != nullptr ? ::dlsym(libc, "clone") : nullptr;
     return sym != nullptr ? reinterpret_cast<CloneFn>(sym) : &::clone;
   }();
-  return libc_clone(fn, stack, flags, arg, pidfd);
+  __tsan_ignore_thread_begin();
+  int pid = libc_clone(fn, stack, flags, arg, pidfd);
+  __tsan_ignore_thread_end();
+  return pid;
 #else
   return ::clone(fn, stack, flags, arg, pidfd);
 #endif
