@@ -22,7 +22,7 @@ struct ChildStack {
 // CLONE_VFORK) runs beside it on the parent's thread-local state: it must
 // not be instrumented by a sanitizer, whose runtime keeps its per-thread
 // state there.
-#define SKIFF_CLONE_CHILD __attribute__((no_sanitize("address,thread,undefined")))
+#define SKIFF_CLONE_CHILD __attribute__((no_sanitize("address", "thread", "undefined")))
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_ignore_thread_begin();  // NOLINT(bugprone-reserved-identifier)
