@@ -619,12 +619,16 @@ TEST_F(AgentProcess, AttachCap) {
 }
 
 TEST_F(AgentProcess, TerminalHasTheSizeAndTerm) {
-  int64_t pid =
-      Start({"sh", "-c", "echo $TERM; tput cols; stty size"}, {{"pty", {{"rows", 24}, {"cols", 80}}}});
+  // It waits for a line, so it is still running (its stdin open) when asked:
+  // once it exits its input is closed.
+  int64_t pid = Start({"sh", "-c", "read x; echo $TERM; tput cols; stty size"},
+                      {{"pty", {{"rows", 24}, {"cols", 80}}}});
   EXPECT_EQ(Info(pid)["stdin_open"], true);
+  ASSERT_TRUE(Input(pid, "\n").ok());
   OutputRead o = ReadAll(OpenOutput(pid, 0, 0, true));
   ASSERT_FALSE(o.error) << o.error->dump();
-  EXPECT_EQ(o.out, "xterm-256color\r\n80\r\n24 80\r\n");
+  // The line's echo, then what it printed.
+  EXPECT_EQ(o.out, "\r\nxterm-256color\r\n80\r\n24 80\r\n");
   EXPECT_EQ(o.err, "");
   ASSERT_TRUE(o.result);
   EXPECT_EQ((*o.result)["pty"], (json{{"rows", 24}, {"cols", 80}}));

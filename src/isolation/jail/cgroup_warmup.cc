@@ -23,7 +23,7 @@ namespace {
 // cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
 // with the thread that made it should that thread go first). It opens the
 // file in its own descriptor table, so the parent's holds nothing for it.
-int MoveSelfUntilKilled(void* arg) {
+SKIFF_CLONE_CHILD int MoveSelfUntilKilled(void* arg) {
   if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
   int fd =
       static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg), O_WRONLY | O_CLOEXEC));
@@ -63,7 +63,8 @@ void CgroupWarmup::End(bool join) {
 
 void CgroupWarmup::Run() {
   ChildStack stack;  // outlives the child: reaped below, before return
-  int pid = ::clone(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD, const_cast<char*>(procs_.c_str()));
+  int pid = CloneVm(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD, const_cast<char*>(procs_.c_str()),
+                    nullptr);
   if (pid < 0) return;
   {
     std::unique_lock<std::mutex> lk(mu_);

@@ -421,10 +421,10 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     }
   }
   int pidfd = -1;
-  int pid = ::clone(jail::RunChild, stack.top(),
-                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-                        (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
-                    &plan, &pidfd);
+  int pid = jail::CloneVm(jail::RunChild, stack.top(),
+                          CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                              (inst->net_ ? 0 : CLONE_NEWNET) | CLONE_PIDFD | SIGCHLD,
+                          &plan, &pidfd);
   int clone_err = errno;
   if (cg_thread.joinable()) cg_thread.join();
   // Only the value moves out: `cg` still says below whether creation failed.

@@ -21,7 +21,7 @@ namespace {
 // Async-signal-safe: the user-namespace holder only waits to be killed (or
 // dies with the thread that made it, should the launcher be killed first).
 // Exits at once if the death signal cannot be set (MakeUserNamespace sees it).
-int HoldNamespace(void*) {
+SKIFF_CLONE_CHILD int HoldNamespace(void*) {
   if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
   for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
   return 0;
@@ -32,7 +32,7 @@ int HoldNamespace(void*) {
 Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
   auto ns = std::make_unique<UserNamespace>();
   int pidfd = -1;
-  int pid = ::clone(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD, nullptr,
+  int pid = CloneVm(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD, nullptr,
                     &pidfd);
   if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
   ns->holder = Process(pid, UniqueFd(pidfd));
