@@ -248,12 +248,13 @@ FunctionSchemas Build(std::string_view id) {
                                   : "Resumes a paused sandbox: its processes continue where they stood",
                             {{"sandbox_id", SandboxIdProp()}}, {"sandbox_id"}),
                      json::array({{{"sandbox_id", kUuidEx}}}), true);
-    s.response = Root(id,
-                      Object(pause ? "Pause acknowledgement" : "Resume acknowledgement",
-                             {{"sandbox_id", Str("Canonical id")},
-                              {"state", Str(pause ? "Always \"paused\"" : "Always \"running\"")}},
-                             {"sandbox_id", "state"}),
-                      json::array({{{"sandbox_id", kUuidEx}, {"state", pause ? "paused" : "running"}}}), false);
+    s.response =
+        Root(id,
+             Object(pause ? "Pause acknowledgement" : "Resume acknowledgement",
+                    {{"sandbox_id", Str("Canonical id")},
+                     {"state", Str(pause ? "Always \"paused\"" : "Always \"running\"")}},
+                    {"sandbox_id", "state"}),
+             json::array({{{"sandbox_id", kUuidEx}, {"state", pause ? "paused" : "running"}}}), false);
   } else if (id == "sandbox::list") {
     s.request = Root(id, Object("No fields; any object is accepted", json::object(), {}),
                      json::array({json::object()}), true);

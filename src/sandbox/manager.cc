@@ -51,9 +51,10 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
             return Boot({image, default_isolation_, config_.default_cpus, config_.default_memory_mb, false});
           },
           [this](const std::shared_ptr<Sandbox>& sb) { WatchAgent(sb); }),
-      reaper_(registry_, config_, stats_,
-              [this](const std::shared_ptr<Sandbox>& sb) { TeardownInBackground(sb); },
-              [this](const std::shared_ptr<Sandbox>& sb) { PauseIdle(sb); }) {
+      reaper_(
+          registry_, config_, stats_,
+          [this](const std::shared_ptr<Sandbox>& sb) { TeardownInBackground(sb); },
+          [this](const std::shared_ptr<Sandbox>& sb) { PauseIdle(sb); }) {
   if (config_.isolation == "auto") {
     default_isolation_ = (isolators_.count("microvm") && KvmUsable()) ? "microvm" : "jail";
     if (!isolators_.count(default_isolation_) && !isolators_.empty())

@@ -177,7 +177,8 @@ std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::TakeExpired(
   return victims;
 }
 
-std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::Select(const std::function<bool(const Sandbox&)>& pick) {
+std::vector<std::shared_ptr<Sandbox>> SandboxRegistry::Select(
+    const std::function<bool(const Sandbox&)>& pick) {
   std::vector<std::shared_ptr<Sandbox>> out;
   std::lock_guard<std::mutex> lk(mu_);
   for (const auto& [id, sb] : sandboxes_)

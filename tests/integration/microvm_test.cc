@@ -235,6 +235,39 @@ TEST_F(MicrovmTest, BootsAndRunsTheGuestKernel) {
             << " accel=" << d["accel"] << std::endl;
 }
 
+TEST_F(MicrovmTest, PauseStopsTheGuestAndResumeContinuesIt) {
+  ASSERT_TRUE(HaveShared());
+  Vm& vm = Shared();
+  ASSERT_TRUE(vm.inst->Pause().ok());
+  auto t0 = Clock::now();
+  std::thread resumer([&] {
+    std::this_thread::sleep_for(1500ms);
+    Status st = vm.inst->Resume();
+    EXPECT_TRUE(st.ok()) << st.error().ToString();
+  });
+  // Sent while paused: answered only once the vCPUs run again.
+  auto st = vm.client->Call({{"op", "fs.stat"}, {"path", "/etc/marker"}});
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  resumer.join();
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_GE(ms, 1400);
+  EXPECT_TRUE(vm.inst->Running());
+  auto r = Exec(*vm.client, {"true"});
+  EXPECT_EQ(r.result["exit_code"], 0);
+}
+
+TEST_F(MicrovmTest, APausedVmStopsAtOnce) {
+  auto vm = Boot();
+  ASSERT_TRUE(vm);
+  ASSERT_TRUE(vm->inst->Pause().ok());
+  auto t0 = Clock::now();
+  vm->client.reset();
+  vm->inst->Stop(2000ms);
+  EXPECT_LT(Clock::now() - t0, 3s);
+  EXPECT_FALSE(vm->inst->Running());
+  EXPECT_FALSE(vm->inst->Pause().ok());
+}
+
 // Regression: with the microvm's PIT and PIC off, the guest had no working
 // tick (its local APIC timer failed verification against a PIT that never
 // fired), so a sleep never ended; and with no entropy source the CRNG was

@@ -274,6 +274,89 @@ TEST_F(SandboxTest, IdleSandboxIsReaped) {
   EXPECT_EQ(r.error().code(), Code::kS002);
 }
 
+std::string StateOf(SandboxManager& m, const std::string& id) {
+  for (const auto& e : m.List())
+    if (e.sandbox_id == id) return e.state;
+  return "absent";
+}
+
+TEST_F(SandboxTest, PauseStopsEveryProcessAndResumeContinuesThem) {
+  std::string id = Create();
+  // A background writer of nanosecond timestamps, 20 a second.
+  auto bg = Sh(id, "(while :; do date +%s%N >> /tmp/ticks; sleep 0.05; done) >/dev/null 2>&1 & echo $!");
+  ASSERT_TRUE(bg.ok()) << bg.error().ToString();
+  std::string pid = bg->stdout_text.substr(0, bg->stdout_text.find('\n'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(mgr_->Pause(id).ok());
+  EXPECT_EQ(StateOf(*mgr_, id), "paused");
+  auto again = mgr_->Pause(id);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Code::kS006);
+  auto during = Sh(id, "true");
+  ASSERT_FALSE(during.ok());
+  EXPECT_EQ(during.error().code(), Code::kS005) << during.error().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(mgr_->Resume(id).ok());
+  EXPECT_EQ(StateOf(*mgr_, id), "running");
+  auto twice = mgr_->Resume(id);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().code(), Code::kS006);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // The same process runs on, and its timestamps have one gap: the pause.
+  auto alive = Sh(id, "kill -0 " + pid + " && echo alive");
+  ASSERT_TRUE(alive.ok());
+  EXPECT_EQ(alive->stdout_text, "alive\n");
+  auto ticks = Sh(id, "cat /tmp/ticks");
+  ASSERT_TRUE(ticks.ok());
+  std::istringstream in(ticks->stdout_text);
+  int64_t prev = 0, t = 0, widest = 0, after = 0;
+  while (in >> t) {
+    if (prev) {
+      widest = std::max(widest, t - prev);
+      if (widest >= 1'200'000'000) ++after;
+    }
+    prev = t;
+  }
+  EXPECT_GE(widest, 1'200'000'000) << ticks->stdout_text;  // nothing ran while paused
+  EXPECT_GE(after, 2) << ticks->stdout_text;               // and it ticks again after
+}
+
+TEST_F(SandboxTest, AStopOfAPausedSandboxKillsItAndLeavesNothing) {
+  auto before = Pids();
+  std::string id = Create();
+  ASSERT_TRUE(Sh(id, "sleep 600 >/dev/null 2>&1 &").ok());
+  ASSERT_TRUE(mgr_->Pause(id).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(mgr_->Stop(id, true).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(StateOf(*mgr_, id), "absent");
+  for (int p : Pids()) {
+    if (!before.count(p)) {
+      EXPECT_NE(Comm(p), "skiff-agent") << p;
+    }
+  }
+  DIR* d = opendir(("/sys/fs/cgroup/freezer/skiff/" + id).c_str());
+  EXPECT_EQ(d, nullptr) << "the sandbox's freezer cgroup is left";
+  if (d) closedir(d);
+}
+
+TEST_F(SandboxTest, AnIdleSandboxIsPausedAndACallResumesIt) {
+  CreateSpec cs;
+  cs.image = "host";
+  cs.idle_timeout_secs = 0;
+  cs.pause_on_idle = true;
+  cs.auto_resume = true;
+  std::string id = Create(cs);
+  ASSERT_TRUE(Sh(id, "echo kept > /tmp/state").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  mgr_->ReapOnce();
+  EXPECT_EQ(StateOf(*mgr_, id), "paused");
+  auto r = Sh(id, "cat /tmp/state");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stdout_text, "kept\n");
+  EXPECT_EQ(StateOf(*mgr_, id), "running");
+}
+
 TEST_F(SandboxTest, NoTraceAfter200RunsAnd16Concurrent) {
   // Warm up lazily created state (caches, runtime dirs) before counting.
   {

@@ -36,7 +36,7 @@ struct FakeState {
   int reads = 0;
   ExecResult exec_result;
   std::vector<ListEntry> list;
-  std::set<std::string> paused;  // Pause/Resume: ids paused now
+  std::set<std::string> paused;                // Pause/Resume: ids paused now
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
   // Process*: the requests as the agent would receive them, and answers.

@@ -106,6 +106,22 @@ TEST_F(Handlers, ValidRequestForUnknownSandboxIsS002) {
   }
 }
 
+TEST_F(Handlers, PauseAndResume) {
+  auto p = Call("sandbox::pause", {{"sandbox_id", kLiveId}});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  EXPECT_EQ(*p, json({{"sandbox_id", kLiveId}, {"state", "paused"}}));
+  EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", kLiveId}}).code(), Code::kS006);
+  auto r = Call("sandbox::resume", {{"sandbox_id", kLiveId}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(*r, json({{"sandbox_id", kLiveId}, {"state", "running"}}));
+  EXPECT_EQ(Fail("sandbox::resume", {{"sandbox_id", kLiveId}}).code(), Code::kS006);
+  EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", kUnknownId}}).code(), Code::kS002);
+  EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", "not-a-uuid"}}).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::resume", json::object()).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::create", {{"image", "python"}, {"on_idle", "sleep"}}).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::create", {{"image", "python"}, {"auto_resume", "yes"}}).code(), Code::kS001);
+}
+
 TEST_F(Handlers, MessagesOfRequestOnlyRules) {
   EXPECT_EQ(
       Fail("sandbox::fs::sed", {{"sandbox_id", kLiveId}, {"pattern", "a"}, {"replacement", ""}}).message(),
@@ -401,7 +417,7 @@ TEST_F(Handlers, FunctionsList) {
   auto all = Call("engine::functions::list", nullptr);
   ASSERT_TRUE(all.ok());
   std::vector<std::string> ids = Ids(*all);
-  EXPECT_EQ(ids.size(), 24u);
+  EXPECT_EQ(ids.size(), 26u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const auto& f : (*all)["functions"]) {
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
@@ -409,7 +425,7 @@ TEST_F(Handlers, FunctionsList) {
     EXPECT_FALSE(f.contains("metadata"));
   }
   auto internal = Call("engine::functions::list", {{"include_internal", true}});
-  EXPECT_EQ(Ids(*internal).size(), 27u);
+  EXPECT_EQ(Ids(*internal).size(), 29u);
   auto fs = Call("engine::functions::list", {{"prefix", "sandbox::fs::"}});
   EXPECT_EQ(Ids(*fs).size(), 10u);
   auto w = Call("engine::functions::list", {{"include_internal", true}, {"worker", "iii-engine-functions"}});

@@ -30,7 +30,9 @@ const std::vector<std::string> kSandboxIds = {
     // Live processes (skiff's own; not in the iii contract).
     "sandbox::process::start", "sandbox::process::list", "sandbox::process::output",
     "sandbox::process::input", "sandbox::process::signal", "sandbox::process::wait",
-    "sandbox::process::resize", "sandbox::process::forget"};
+    "sandbox::process::resize", "sandbox::process::forget",
+    // State across turns (skiff's own).
+    "sandbox::pause", "sandbox::resume"};
 
 TEST(Registry, ExactlyTheContractFunctions) {
   std::set<std::string> ids;
@@ -50,7 +52,7 @@ TEST(Registry, ExactlyTheContractFunctions) {
       EXPECT_TRUE(d.internal);
     }
   }
-  EXPECT_EQ(sandbox, 24);
+  EXPECT_EQ(sandbox, 26);
   EXPECT_EQ(engine, 3);
   for (const auto& id : kSandboxIds) EXPECT_TRUE(ids.count(id)) << id;
   for (const char* id : {"engine::functions::list", "engine::functions::info", "engine::channels::create"}) {

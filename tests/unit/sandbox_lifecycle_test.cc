@@ -14,12 +14,9 @@ constexpr SandboxState kAll[] = {SandboxState::kStarting, SandboxState::kReady, 
 
 TEST(SandboxLifecycle, TransitionTable) {
   const std::set<std::pair<SandboxState, SandboxState>> legal = {
-      {SandboxState::kStarting, SandboxState::kReady},
-      {SandboxState::kStarting, SandboxState::kStopping},
-      {SandboxState::kReady, SandboxState::kStopping},
-      {SandboxState::kReady, SandboxState::kPaused},
-      {SandboxState::kPaused, SandboxState::kReady},
-      {SandboxState::kPaused, SandboxState::kStopping},
+      {SandboxState::kStarting, SandboxState::kReady},   {SandboxState::kStarting, SandboxState::kStopping},
+      {SandboxState::kReady, SandboxState::kStopping},   {SandboxState::kReady, SandboxState::kPaused},
+      {SandboxState::kPaused, SandboxState::kReady},     {SandboxState::kPaused, SandboxState::kStopping},
       {SandboxState::kStopping, SandboxState::kStopped},
   };
   for (auto from : kAll)

@@ -150,7 +150,8 @@ Status SandboxCgroup::Thaw() {
 }
 
 void ThawCgroupDir(const std::string& dir) {
-  if (::access((dir + "/freezer.state").c_str(), F_OK) == 0) (void)WriteKnob(dir + "/freezer.state", "THAWED");
+  if (::access((dir + "/freezer.state").c_str(), F_OK) == 0)
+    (void)WriteKnob(dir + "/freezer.state", "THAWED");
   if (::access((dir + "/cgroup.freeze").c_str(), F_OK) == 0) (void)WriteKnob(dir + "/cgroup.freeze", "0");
 }
 

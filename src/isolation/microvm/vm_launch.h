@@ -87,8 +87,8 @@ struct Launched {
   StateDir state;
   std::unique_ptr<net::SandboxNet> net;
   Process proc;
-  UniqueFd chan;  // host end of the agent channel
-  UniqueFd qmp;   // host end of the QMP monitor (spec.qmp), until a client takes it
+  UniqueFd chan;                 // host end of the agent channel
+  UniqueFd qmp;                  // host end of the QMP monitor (spec.qmp), until a client takes it
   std::unique_ptr<Qmp> monitor;  // that client, once one has spoken on it
   uint32_t uid = 0;
   Clock::time_point launched;
