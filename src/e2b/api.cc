@@ -65,6 +65,13 @@ Api::~Api() {
 
 void Api::ExpireOnce(int64_t now_ms) {
   for (const std::string& id : book_.Expired(now_ms)) {
+    if (IsPaused(all_, id)) continue;  // a paused sandbox waits for its connect
+    if (auto rec = book_.Get(id); rec && rec->auto_pause) {
+      SKIFF_LOG(Info) << "e2b: sandbox " << id << " reached its end of life; pausing it (autoPause)";
+      Status st = all_.Pause(id);
+      if (st.ok() || st.error().code() == Code::kS006) continue;
+      SKIFF_LOG(Warn) << "e2b: pausing " << id << ": " << st.error().message() << "; stopping it";
+    }
     SKIFF_LOG(Info) << "e2b: sandbox " << id << " reached its end of life; stopping it";
     book_.Remove(id);
     Status st = all_.Stop(id, false);
@@ -191,7 +198,8 @@ void Api::Handle(const Request& req, const std::string& body, ResponseWriter& ou
                  ": only envd (49983) is served by skiff's E2B API so far (docs/e2b.md#differences)"));
   }
   if (req.method == "GET" && req.path == "/health") {
-    bool live = book_.Get(id) && all_.TenantOf(id);
+    // A paused sandbox answers as E2B's does: 502, isRunning() false.
+    bool live = book_.Get(id) && all_.TenantOf(id) && !IsPaused(all_, id);
     return out.Send(live ? Reply::Empty(204) : SandboxGone(id));
   }
   bool is_rpc = req.method == "POST" && req.path.find('.') != std::string::npos;
@@ -220,6 +228,7 @@ Reply Api::Control(const Request& req, const std::string& body) {
     if (m == "DELETE" && rest.empty()) return Kill(*svc, id);
     if (m == "POST" && rest == "/connect") return Connect(*svc, id, body);
     if (m == "POST" && rest == "/timeout") return SetTimeout(*svc, id, body);
+    if (m == "POST" && rest == "/pause") return Pause(*svc, id);
     if (rest == "/pause" || rest == "/resume" || rest == "/snapshots" || rest == "/fork" ||
         rest == "/metrics" || rest == "/network" || rest == "/refreshes")
       return Reply::Error(

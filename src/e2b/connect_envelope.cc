@@ -113,6 +113,7 @@ ConnectCode ConnectCodeOf(const Error& e) {
     case Code::kS400:
       return ConnectCode::kResourceExhausted;
     case Code::kS004:
+    case Code::kS005:
       return ConnectCode::kUnavailable;
     case Code::kS200:
       return ConnectCode::kDeadlineExceeded;

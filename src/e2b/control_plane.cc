@@ -3,6 +3,7 @@
 // of the SandboxBook. Error bodies are E2B's ({"code": <status>, ...}): the
 // SDK reads the body's code.
 #include <algorithm>
+#include <set>
 
 #include "base/text.h"
 #include "e2b/api.h"
@@ -74,7 +75,7 @@ json SandboxJson(const SandboxRecord& r) {
           {"domain", nullptr}};
 }
 
-json ListedJson(const SandboxRecord& r) {
+json ListedJson(const SandboxRecord& r, bool paused) {
   return {{"sandboxID", r.sandbox_id},
           {"templateID", r.template_id},
           {"alias", r.alias},
@@ -82,7 +83,7 @@ json ListedJson(const SandboxRecord& r) {
           {"metadata", r.metadata},
           {"startedAt", Rfc3339Millis(r.started_ms)},
           {"endAt", Rfc3339Millis(r.end_ms)},
-          {"state", "running"},
+          {"state", paused ? "paused" : "running"},
           {"cpuCount", r.cpus},
           {"memoryMB", r.memory_mb},
           {"diskSizeMB", 0},
@@ -134,8 +135,16 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
     if (!it->is_boolean()) return Reply::Error(400, "autoPause: expected true or false");
     auto_pause = it->get<bool>();
   }
-  if (auto_pause)
-    return Reply::Error(400, "autoPause: pausing is not supported by skiff yet (docs/e2b.md#differences)");
+  // autoResume: {"enabled": bool}; a call through envd to a paused sandbox
+  // then resumes it.
+  bool auto_resume = false;
+  if (auto it = b.find("autoResume"); it != b.end() && !it->is_null()) {
+    if (!it->is_object()) return Reply::Error(400, "autoResume: expected an object {enabled}");
+    auto en = it->find("enabled");
+    if (en != it->end() && !en->is_null() && !en->is_boolean())
+      return Reply::Error(400, "autoResume.enabled: expected true or false");
+    auto_resume = en != it->end() && en->is_boolean() && en->get<bool>();
+  }
 
   CreateSpec spec;
   auto alias = options_.templates.find(tpl);
@@ -145,6 +154,7 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   // The lifetime is E2B's timeout, enforced by ExpireOnce; skiff's idle
   // reaper must not end the sandbox before it.
   spec.idle_timeout_secs = options_.max_timeout_secs + 60;
+  spec.auto_resume = auto_resume;
   for (const auto& [k, v] : *env) spec.env.emplace_back(k, v);
   auto created = svc.Create(spec);
   if (!created.ok()) {
@@ -163,6 +173,8 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   r.started_ms = NowUnixMillis();
   r.end_ms = r.started_ms + static_cast<int64_t>(secs) * 1000;
   r.internet = internet;
+  r.auto_pause = auto_pause;
+  r.auto_resume = auto_resume;
   for (const ListEntry& le : svc.List()) {
     if (le.sandbox_id != r.sandbox_id) continue;
     r.cpus = le.cpus;
@@ -181,17 +193,42 @@ Reply Api::Connect(SandboxService& svc, const std::string& id, const std::string
   auto rec = Live(svc, id);
   if (!rec) return Reply::Error(404, "sandbox " + id + " not found");
   uint64_t secs = std::min(timeout->value_or(options_.default_timeout_secs), options_.max_timeout_secs);
-  // Connecting only ever extends the lifetime.
-  book_.SetEnd(id, NowUnixMillis() + static_cast<int64_t>(secs) * 1000, true);
-  return Reply::Json(200, SandboxJson(*rec));
+  // A paused sandbox is resumed (201), with its processes, files, env vars
+  // and access token as they were.
+  int status = 200;
+  if (IsPaused(svc, id)) {
+    Status st = svc.Resume(id);
+    if (!st.ok() && st.error().code() != Code::kS006) return Failed(st.error());
+    if (st.ok()) status = 201;
+  }
+  // Connecting only ever extends the lifetime (a resume counts from now).
+  book_.SetEnd(id, NowUnixMillis() + static_cast<int64_t>(secs) * 1000, status == 200);
+  return Reply::Json(status, SandboxJson(*rec));
+}
+
+bool Api::IsPaused(SandboxService& svc, const std::string& id) {
+  for (const ListEntry& e : svc.List())
+    if (e.sandbox_id == id) return e.state == "paused";
+  return false;
+}
+
+Reply Api::Pause(SandboxService& svc, const std::string& id) {
+  if (!Live(svc, id)) return Reply::Error(404, "sandbox " + id + " not found");
+  Status st = svc.Pause(id);
+  if (st.ok()) return Reply::Empty(204);
+  // The SDK reads 409 as "already paused" (pause() then returns false).
+  if (st.error().code() == Code::kS006) return Reply::Error(409, "sandbox " + id + " is already paused");
+  if (st.error().code() == Code::kS002 || st.error().code() == Code::kS004)
+    return Reply::Error(404, "sandbox " + id + " not found");
+  return Failed(st.error());
 }
 
 Reply Api::Info(SandboxService& svc, const std::string& id) {
   auto rec = Live(svc, id);
   if (!rec) return Reply::Error(404, "sandbox " + id + " not found");
-  json d = ListedJson(*rec);
+  json d = ListedJson(*rec, IsPaused(svc, id));
   d["domain"] = nullptr;
-  d["lifecycle"] = {{"onTimeout", "kill"}, {"autoResume", false}};
+  d["lifecycle"] = {{"onTimeout", rec->auto_pause ? "pause" : "kill"}, {"autoResume", rec->auto_resume}};
   return Reply::Json(200, d);
 }
 
@@ -237,16 +274,19 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
       pos = amp + 1;
     }
   }
-  bool want_running = true;
+  bool want_running = true, want_paused = true;
   if (std::string s = req.Query("state"); !s.empty()) {
     want_running = false;
+    want_paused = false;
     size_t pos = 0;
     while (true) {
       size_t comma = s.find(',', pos);
       std::string st = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       if (st == "running") {
         want_running = true;
-      } else if (st != "paused") {
+      } else if (st == "paused") {
+        want_paused = true;
+      } else {
         return Reply::Error(400, "state: expected running and/or paused, got '" + st + "'");
       }
       if (comma == std::string::npos) break;
@@ -261,10 +301,14 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
       return Reply::Error(400, "limit: expected 1..1000");
     limit = v;
   }
+  std::set<std::string> paused;
+  for (const ListEntry& e : svc.List())
+    if (e.state == "paused") paused.insert(e.sandbox_id);
   std::vector<SandboxRecord> match;
-  if (want_running) {
+  {
     for (SandboxRecord& r : book_.All()) {
       if (!Live(svc, r.sandbox_id)) continue;
+      if (!(paused.count(r.sandbox_id) ? want_paused : want_running)) continue;
       bool ok = true;
       for (const auto& [k, v] : want_meta) {
         auto it = r.metadata.find(k);
@@ -282,7 +326,7 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
   }
   json out = json::array();
   size_t to = v2 ? std::min(match.size(), from + limit) : match.size();
-  for (size_t i = from; i < to; ++i) out.push_back(ListedJson(match[i]));
+  for (size_t i = from; i < to; ++i) out.push_back(ListedJson(match[i], paused.count(match[i].sandbox_id) > 0));
   Reply r = Reply::Json(200, out);
   if (to < match.size()) r.headers.emplace_back("x-next-token", match[to].sandbox_id);
   return r;

@@ -22,6 +22,7 @@ Reply FileError(const Error& e) {
       return Reply::Error(404, e.message());
     case Code::kS002:
     case Code::kS004:
+    case Code::kS005:
       return Reply::Error(502, e.message());
     case Code::kS001:
     case Code::kS210:

@@ -26,7 +26,8 @@ struct SandboxRecord {
   uint32_t cpus = 0;
   uint32_t memory_mb = 0;
   bool internet = false;
-  bool auto_pause = false;  // lifecycle.onTimeout asked for pause
+  bool auto_pause = false;   // lifecycle.onTimeout asked for pause
+  bool auto_resume = false;  // autoResume.enabled
 };
 
 class SandboxBook {

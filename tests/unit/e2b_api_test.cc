@@ -224,7 +224,8 @@ TEST_F(E2bApiTest, HostileCreateBodiesAreRefusedAndCreateNothing) {
   for (const char* body :
        {R"({"metadata":{"k":1}})", R"({"metadata":"x"})", R"({"envVars":[1]})", R"({"timeout":-5})",
         R"({"timeout":"60"})", R"({"timeout":999999999})", R"({"templateID":7})",
-        R"({"allow_internet_access":"yes"})", "[1,2]", "{nope", R"({"autoPause":true})"}) {
+        R"({"allow_internet_access":"yes"})", "[1,2]", "{nope", R"({"autoPause":"yes"})", R"({"autoResume":true})",
+        R"({"autoResume":{"enabled":1}})"}) {
     Captured c = Run(Control("POST", "/v2/sandboxes"), body);
     EXPECT_EQ(c.status, 400) << body << " -> " << c.body;
     EXPECT_EQ(c.Json().value("code", 0), 400) << body;
@@ -263,6 +264,39 @@ TEST_F(E2bApiTest, TimeoutShortensTheLifeAndTheTimerStopsIt) {
   EXPECT_EQ(Fake().last_stop, "") << "not yet";
   api.ExpireOnce(NowUnixMillis() + 1500);
   EXPECT_EQ(Fake().last_stop, kLiveId);
+}
+
+TEST_F(E2bApiTest, PauseIs204ThenConflictAndConnectResumesWith201) {
+  Create();
+  ListEntry e;
+  e.sandbox_id = kLiveId;
+  Fake().list.push_back(e);
+  const std::string base = "/sandboxes/" + std::string(kLiveId);
+  EXPECT_EQ(Run(Control("POST", base + "/pause"), "{}").status, 204);
+  Captured again = Run(Control("POST", base + "/pause"), "{}");
+  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(again.Json().value("code", 0), 409) << "the SDK reads the body's code";
+  EXPECT_EQ(Run(Control("GET", base)).Json()["state"], "paused");
+  Request health = Envd("/health", "");
+  health.method = "GET";
+  EXPECT_EQ(Run(health).status, 502) << "isRunning() is false while paused";
+  EXPECT_EQ(Run(Control("GET", "/v2/sandboxes?state=running")).Json().size(), 0u);
+  EXPECT_EQ(Run(Control("GET", "/v2/sandboxes?state=paused")).Json().size(), 1u);
+  api.ExpireOnce(NowUnixMillis() + 100'000'000);
+  EXPECT_EQ(Fake().last_stop, "") << "a paused sandbox waits for its connect";
+  Captured c = Run(Control("POST", "/v2/sandboxes/" + std::string(kLiveId) + "/connect"), "{}");
+  EXPECT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Fake().paused.count(kLiveId), 0u);
+  EXPECT_EQ(Run(health).status, 204);
+  EXPECT_EQ(Run(Control("POST", "/sandboxes/nope/pause"), "{}").status, 404);
+}
+
+TEST_F(E2bApiTest, AutoPauseLifecyclePausesAtTheEndInsteadOfKilling) {
+  Create(json{{"timeout", 1}, {"autoPause", true}, {"autoResume", {{"enabled", true}}}});
+  EXPECT_TRUE(Fake().last_create.auto_resume);
+  api.ExpireOnce(NowUnixMillis() + 1500);
+  EXPECT_EQ(Fake().last_stop, "");
+  EXPECT_EQ(Fake().paused.count(kLiveId), 1u);
 }
 
 TEST_F(E2bApiTest, ConnectNeverShortensTheLife) {

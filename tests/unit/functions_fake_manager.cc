@@ -44,7 +44,11 @@ Status FakeSandboxService::Resume(const std::string& id) {
   return OkStatus();
 }
 
-std::vector<ListEntry> FakeSandboxService::List() { return Fake().list; }
+std::vector<ListEntry> FakeSandboxService::List() {
+  std::vector<ListEntry> out = Fake().list;
+  for (ListEntry& e : out) e.state = Fake().paused.count(e.sandbox_id) ? "paused" : "running";
+  return out;
+}
 
 std::optional<std::string> FakeSandboxService::TenantOf(const std::string& id) {
   if (!Fake().live.count(id)) return std::nullopt;

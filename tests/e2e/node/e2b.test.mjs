@@ -39,6 +39,30 @@ test('lifecycle: create, info, list by metadata, timeout, connect, kill', async 
   await assert.rejects(Sandbox.connect(sbx.sandboxId), e => e instanceof NotFoundError || e instanceof SandboxError)
 })
 
+test('pause: processes stop, state and listing say paused, connect resumes them as they were', async () => {
+  const sbx = await create()
+  const bg = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done', { background: true })
+  await sbx.commands.run('sleep 0.5; echo kept > /tmp/file')
+  assert.equal(await sbx.pause(), true)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+  assert.ok(paused.some(s => s.sandboxId === sbx.sandboxId))
+  const running = await Sandbox.list({ query: { state: ['running'] } }).nextItems()
+  assert.ok(!running.some(s => s.sandboxId === sbx.sandboxId))
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false) // already paused: 409
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal(await again.isRunning(), true)
+  const a = Number((await again.commands.run('cat /tmp/count')).stdout)
+  await new Promise(resolve => setTimeout(resolve, 600))
+  const b = Number((await again.commands.run('cat /tmp/count')).stdout)
+  assert.ok(b > a, `the counter runs on after the resume (${a} then ${b})`)
+  assert.equal((await again.files.read('/tmp/file')), 'kept\n')
+  const ps = await again.commands.list()
+  assert.ok(ps.some(p => p.pid === bg.pid), 'the same background process')
+  await again.commands.kill(bg.pid)
+})
+
 test('list paginates with limit and next token', async () => {
   const tag = randomBytes(4).toString('hex')
   const made = [await create({ metadata: { page: tag } }), await create({ metadata: { page: tag } }),
