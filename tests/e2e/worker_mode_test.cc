@@ -59,7 +59,7 @@ bool IsType(const Received& r, const std::string& t) {
   return r.msg.is_object() && r.msg.value("type", "") == t;
 }
 
-// Waits until connection `conn` has sent its 24 registerfunction frames and
+// Waits until connection `conn` has sent its 26 registerfunction frames and
 // returns everything that connection sent, in order.
 std::vector<json> Registration(EngineDouble& eng, int conn) {
   auto deadline = std::chrono::steady_clock::now() + 30s;
