@@ -326,7 +326,8 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
   }
   json out = json::array();
   size_t to = v2 ? std::min(match.size(), from + limit) : match.size();
-  for (size_t i = from; i < to; ++i) out.push_back(ListedJson(match[i], paused.count(match[i].sandbox_id) > 0));
+  for (size_t i = from; i < to; ++i)
+    out.push_back(ListedJson(match[i], paused.count(match[i].sandbox_id) > 0));
   Reply r = Reply::Json(200, out);
   if (to < match.size()) r.headers.emplace_back("x-next-token", match[to].sandbox_id);
   return r;
