@@ -64,7 +64,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -109,7 +109,7 @@ class Loop final : private ExecSink {
  private:
   // Output (ExecSink).
   void Send(uint32_t stream, Type t, uint8_t flags, std::string_view payload) override {
-    if (out_off_ == out_.size() && payload.size() >= kDirectSend && !channel_failed_) {
+    if (out_off_ == out_.size() && payload.size() >= kDirectSend && !channel_failed_ && !Held()) {
       SendDirect(stream, t, flags, payload);
       return;
     }
@@ -134,10 +134,18 @@ class Loop final : private ExecSink {
   }
   bool OutputRoom() const override { return out_.size() - out_off_ < kOutHighWater; }
   bool Flush();  // false when the channel is dead
+  // Quiesced (messages.h, quiesce): out_ is written up to hold_at_ only.
+  bool Held() const { return hold_at_ != kNoHold; }
+  size_t FlushEnd() const { return Held() ? hold_at_ : out_.size(); }
 
   // Input.
   void OnFrame(const proto::Frame& f);
   void OnResume(const json& r);
+  void StartQuiesce(uint32_t id, const json& req);
+  void EndQuiesce(StreamState& s);
+  // A copy restored from a live VM's snapshot: the source's streams and
+  // queued output were for the source's host; drop them.
+  void DropSession();
   void SendHello(bool restored);
   void OnOpen(uint32_t id, const std::string& payload);
   void StartExec(uint32_t id, const json& req);
@@ -159,6 +167,9 @@ class Loop final : private ExecSink {
   proto::Decoder dec_;
   std::string out_;
   size_t out_off_ = 0;
+  static constexpr size_t kNoHold = static_cast<size_t>(-1);
+  size_t hold_at_ = kNoHold;
+  uint32_t quiesce_stream_ = 0;   // the open quiesce stream, 0 when none
   bool channel_failed_ = false;   // a direct send failed: Flush() reports it
   std::unique_ptr<char[]> bulk_;  // fs.read body buffer, with a header slot
   bool hello_ = false;
@@ -221,9 +232,9 @@ void Loop::SendDirect(uint32_t stream, Type t, uint8_t flags, std::string_view p
 
 bool Loop::Flush() {
   if (channel_failed_) return false;
-  while (out_off_ < out_.size()) {
-    ssize_t n = ::send(ch_.get(), out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
-    if (n < 0 && errno == ENOTSOCK) n = ::write(ch_.get(), out_.data() + out_off_, out_.size() - out_off_);
+  while (out_off_ < FlushEnd()) {
+    ssize_t n = ::send(ch_.get(), out_.data() + out_off_, FlushEnd() - out_off_, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = ::write(ch_.get(), out_.data() + out_off_, FlushEnd() - out_off_);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
@@ -234,8 +245,10 @@ bool Loop::Flush() {
   if (out_off_ == out_.size()) {
     out_.clear();
     out_off_ = 0;
+    if (Held()) hold_at_ = 0;
   } else if (out_off_ > (1u << 20)) {
     out_.erase(0, out_off_);
+    if (Held()) hold_at_ -= out_off_;
     out_off_ = 0;
   }
   return true;
@@ -246,10 +259,13 @@ bool Loop::Flush() {
 // Only a VM guest accepts it, only before the host's HELLO; a guest that
 // cannot apply it ends rather than serve a copied CRNG state.
 void Loop::OnResume(const json& r) {
-  if (!opt_.vm || hello_) {
+  // A template is saved before the host's HELLO; a live VM is saved while
+  // quiesced (its copy is told so by this HELLO).
+  if (!opt_.vm || (hello_ && quiesce_stream_ == 0)) {
     SKIFF_LOG(Warn) << "resume ignored: " << (opt_.vm ? "after the host's HELLO" : "not a VM guest");
     return;
   }
+  if (quiesce_stream_ != 0) DropSession();
   auto resume = proto::Resume::FromJson(r);
   Status st = OkStatus();
   if (!resume.ok()) {
@@ -268,6 +284,56 @@ void Loop::OnResume(const json& r) {
   restored_ = true;
   ready_ms_ = BootMs();
   SendHello(true);
+}
+
+void Loop::StartQuiesce(uint32_t id, const json& req) {
+  auto q = proto::QuiesceRequest::FromJson(req);
+  if (!q.ok()) return SendError(id, q.error());
+  if (quiesce_stream_ != 0) return SendError(id, InvalidRequest("the channel is already quiesced"));
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  s->kind = Kind::kQuiesce;
+  streams_[id] = std::move(s);
+  quiesce_stream_ = id;
+  // Everything queued so far, then this META, reaches the host; nothing after.
+  SendJson(id, Type::kMeta, proto::EmptyResult{}.ToJson());
+  hold_at_ = out_.size();
+}
+
+void Loop::EndQuiesce(StreamState& s) {
+  hold_at_ = kNoHold;
+  quiesce_stream_ = 0;
+  s.kind = Kind::kDrain;  // finished once its RESULT is queued (Run)
+  s.final = proto::EmptyResult{}.ToJson();
+}
+
+void Loop::DropSession() {
+  for (auto& [id, s] : streams_) {
+    switch (s->kind) {
+      case Kind::kExec:
+        engine_.Cancel(*s->exec);  // nobody waits for it in this copy
+        break;
+      case Kind::kProc:
+        procs_.Cancel(*s->proc);  // detached; background processes run on
+        break;
+      case Kind::kWrite:
+        if (s->write) s->write->Abort();
+        break;
+      case Kind::kFsOp:
+        pool_.Cancel(s->fs_job);
+        break;
+      default:
+        break;
+    }
+  }
+  streams_.clear();
+  // Everything before the quiesce META reached the source's host; the rest
+  // was for it too.
+  out_.clear();
+  out_off_ = 0;
+  hold_at_ = kNoHold;
+  quiesce_stream_ = 0;
+  SKIFF_LOG(Info) << "restored from a live snapshot: the source's requests were dropped";
 }
 
 void Loop::SendHello(bool restored) {
@@ -333,7 +399,9 @@ void Loop::OnFrame(const proto::Frame& f) {
       auto it = streams_.find(f.stream);
       if (it == streams_.end() || f.flags != proto::kStdin) return;
       StreamState& s = *it->second;
-      if (s.kind == Kind::kExec) {
+      if (s.kind == Kind::kQuiesce) {
+        EndQuiesce(s);
+      } else if (s.kind == Kind::kExec) {
         engine_.OnStdinEnd(*s.exec);
       } else if (s.kind == Kind::kProc) {
         procs_.OnEnd(*s.proc);
@@ -354,6 +422,10 @@ void Loop::OnFrame(const proto::Frame& f) {
       auto it = streams_.find(f.stream);
       if (it == streams_.end()) return;
       StreamState& s = *it->second;
+      if (s.kind == Kind::kQuiesce) {
+        EndQuiesce(s);
+        return;
+      }
       if (s.kind == Kind::kExec) {
         engine_.Cancel(*s.exec);
         return;
@@ -393,6 +465,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kExec) return StartExec(id, req);
     if (op == o::kFsWrite) return StartWrite(id, req);
     if (op == o::kFsRead) return StartRead(id, req);
+    if (op == o::kQuiesce) return StartQuiesce(id, req);
     if (ProcessStreams::IsProcOp(op)) return StartProc(id, op, req);
     if (op == o::kInfo) {
       auto info = proto::InfoRequest::FromJson(req);
@@ -538,7 +611,7 @@ void Loop::PumpRead(StreamState& s) {
     s.credit[proto::kStdout] -= static_cast<uint64_t>(n);
     proto::EncodeHeader(bulk_.get(), static_cast<uint32_t>(n), s.id, Type::kData, proto::kStdout);
     size_t len = proto::kHeaderSize + static_cast<size_t>(n), sent = 0;
-    if (out_off_ == out_.size()) {
+    if (out_off_ == out_.size() && !Held()) {
       // Nothing queued: send straight from the read buffer, queue only
       // what the socket did not take.
       ssize_t w = ::send(ch_.get(), bulk_.get(), len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -646,7 +719,7 @@ int Loop::Run() {
     pfds.clear();
     slots.clear();
     proc_slots.clear();
-    pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0});
+    pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < FlushEnd() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     pfds.push_back({pool_.fd(), POLLIN, 0});  // -1 (ignored by poll) without workers
     int timeout = -1;
@@ -738,7 +811,8 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsMv),       std::string(o::kFsChmod),    std::string(o::kFsGrep),
           std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
-          std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget)};
+          std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
+          std::string(o::kQuiesce)};
 }
 
 Status PrepareProcess() {

@@ -24,6 +24,8 @@ enum class Code {
   kS004,  // sandbox stopping / stopped
   kS005,  // sandbox paused
   kS006,  // pause/resume in the wrong state
+  kS007,  // snapshot not found
+  kS008,  // snapshot in use
   kS100,  // image not in catalog / not allowed
   kS101,  // image not installed, auto_install off
   kS102,  // auto-install failed (retryable)

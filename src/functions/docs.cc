@@ -311,6 +311,8 @@ Keys are emitted sorted. Over the iii engine WebSocket protocol the object is se
 | S004 | `sandbox already stopped: <uuid>` |
 | S005 | `sandbox <uuid> is paused` |
 | S006 | `sandbox <uuid> is already paused`, or `sandbox <uuid> is not paused` |
+| S007 | `snapshot <id or name> not found` |
+| S008 | `snapshot <id> is in use by sandbox <uuid>` |
 | S100 | `image '<image>' is not in the catalog or not allowed; allowed images: <names, or "none">` |
 | S101 | `image '<image>' is not installed on this host and auto_install is off` |
 | S102 | `auto-install failed for image '<image>': <detail>` |

@@ -12,7 +12,7 @@ constexpr std::string_view kParentsNote =
     "directories";
 constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
-constexpr std::array<CodeInfo, 24> kCodes = {{
+constexpr std::array<CodeInfo, 26> kCodes = {{
     {Code::kS001, "validation", 400, false,
      "Payload not an object; missing or mistyped field; invalid sandbox_id; exec command-shape "
      "errors; invalid map-env names; bad base64; fs::write body both/neither; NUL in a path, "
@@ -40,6 +40,13 @@ constexpr std::array<CodeInfo, 24> kCodes = {{
     {Code::kS006, "validation", 409, false,
      "sandbox::pause of a sandbox that is already paused, or sandbox::resume of one that is not paused",
      "the sandbox is already in the state you asked for; sandbox::list shows its state"},
+    {Code::kS007, "validation", 404, false,
+     "No snapshot has this id or name (or it belongs to another tenant)",
+     "sandbox::snapshot::list shows the snapshots you can use"},
+    {Code::kS008, "validation", 409, false,
+     "sandbox::snapshot::delete of a snapshot that a live jail sandbox was created from (it reads the "
+     "snapshot's files for its whole life)",
+     "stop the sandboxes created from it first; the message names one"},
     {Code::kS100, "config", 400, false, "image is not a catalog name, or is not in image_allowlist",
      "pick one of the images named in the message; others must be added by the operator "
      "(custom_images and image_allowlist)"},

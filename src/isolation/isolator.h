@@ -45,6 +45,15 @@ struct SandboxPolicy {
   uint32_t pids_max = 1024;
   uint64_t tmp_size_mb = 0;  // 0 = backend default (half the memory)
   std::string state_dir;     // host directory the backend may use for this sandbox
+  // Start from a snapshot this backend saved (Instance::Snapshot) in this
+  // directory instead of from the image's first state; empty: fresh.
+  std::string restore_dir;
+};
+
+// What Instance::Snapshot saved.
+struct SnapshotContents {
+  bool memory = false;  // the processes and their memory too; else the writable layer only
+  uint64_t bytes = 0;   // written under the snapshot's directory
 };
 
 // One running sandbox agent.
@@ -69,6 +78,13 @@ class Instance {
   // Pause leaves the sandbox running. Stop() works on a paused sandbox.
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;
+  // Saves the sandbox's state into the empty directory `dir` (files 0600),
+  // at most `max_bytes` (S400 beyond): memory and disk where the backend
+  // can, the writable layer otherwise. The sandbox runs on afterwards (a
+  // paused one stays paused). When SnapshotNeedsQuiesce(), the caller has
+  // quiesced the agent channel (protocol/messages.h) for the duration.
+  virtual Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) = 0;
+  virtual bool SnapshotNeedsQuiesce() const = 0;
 };
 
 class Isolator {

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "protocol/hello.h"
+#include "protocol/messages.h"
 
 namespace skiff::proto {
 namespace {
@@ -356,10 +357,83 @@ Status Client::WriteRaw(const std::string& bytes) {
   Status st = OkStatus();
   {
     std::lock_guard<std::mutex> lk(write_mu_);
-    st = WriteAll(fd_.get(), bytes.data(), bytes.size(), write_stall_);
+    st = WriteLocked(bytes.data(), bytes.size());
   }
   if (!st.ok()) FailWrite(st.error());
   return st;
+}
+
+Status Client::WriteLocked(const char* p, size_t n) {
+  if (holding_) {
+    held_.append(p, n);
+    return OkStatus();
+  }
+  return WriteAll(fd_.get(), p, n, write_stall_);
+}
+
+Status Client::ReleaseHeld() {
+  Status st = OkStatus();
+  {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    holding_ = false;
+    std::string held = std::move(held_);
+    held_.clear();
+    if (!held.empty()) st = WriteAll(fd_.get(), held.data(), held.size(), write_stall_);
+  }
+  if (!st.ok()) FailWrite(st.error());
+  return st;
+}
+
+Result<std::shared_ptr<Stream>> Client::Quiesce(Stream::Clock::time_point deadline) {
+  std::string payload = QuiesceRequest{}.ToJson().dump();
+  uint32_t id;
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
+    id = next_id_;
+    next_id_ += 2;
+    s.reset(new Stream(shared_from_this(), id));
+    streams_[id] = s.get();
+  }
+  std::string open = EncodeFrame(id, Type::kOpen, 0, payload);
+  Status st = OkStatus();
+  {
+    // The OPEN is the last frame written; everything after it is held.
+    std::lock_guard<std::mutex> lk(write_mu_);
+    if (holding_) return Platform("sandbox", "the agent channel is already quiesced");
+    st = WriteAll(fd_.get(), open.data(), open.size(), write_stall_);
+    holding_ = st.ok();
+  }
+  if (!st.ok()) {
+    FailWrite(st.error());
+    return std::move(st).error();
+  }
+  for (;;) {
+    std::optional<Event> e = s->Next(deadline);
+    if (e && e->kind == Event::Kind::kMeta) return s;
+    if (e && e->kind == Event::Kind::kData) continue;
+    Status released = ReleaseHeld();
+    (void)released;  // a dead channel reports itself below
+    if (!e) return Platform("sandbox", "agent did not quiesce in time");
+    if (e->kind == Event::Kind::kError) {
+      auto code = CodeFromName(e->json.value("code", std::string("S300")));
+      return Error(code.value_or(Code::kS300), "quiesce: " + e->json.value("message", std::string()));
+    }
+    return Platform("sandbox", "agent channel closed while quiescing");
+  }
+}
+
+Status Client::Release(const std::shared_ptr<Stream>& quiesce, Stream::Clock::time_point deadline) {
+  SKIFF_RETURN_IF_ERROR(ReleaseHeld());
+  SKIFF_RETURN_IF_ERROR(quiesce->End(kStdin));
+  for (;;) {
+    std::optional<Event> e = quiesce->Next(deadline);
+    if (!e) return Platform("sandbox", "agent did not end its quiesce in time");
+    if (e->kind == Event::Kind::kResult) return OkStatus();
+    if (e->kind == Event::Kind::kError || e->kind == Event::Kind::kClosed)
+      return Platform("sandbox", "quiesce: " + e->json.value("message", std::string("channel closed")));
+  }
 }
 
 void Client::FailWrite(const Error& e) {
@@ -387,7 +461,12 @@ Status Client::WriteFrame(uint32_t stream, Type type, uint8_t flags, std::string
   Status st = OkStatus();
   {
     std::lock_guard<std::mutex> lk(write_mu_);
-    st = WriteAllV(fd_.get(), iov, 2, write_stall_);
+    if (holding_) {
+      held_.append(header, kHeaderSize);
+      held_.append(payload);
+    } else {
+      st = WriteAllV(fd_.get(), iov, 2, write_stall_);
+    }
   }
   if (!st.ok()) FailWrite(st.error());
   return st;
@@ -422,7 +501,7 @@ void Client::GrantFromReader(uint32_t stream, uint8_t channel, uint32_t bytes) {
   Status st = OkStatus();
   {
     std::lock_guard<std::mutex> wl(write_mu_);
-    st = WriteAll(fd_.get(), credit.data(), credit.size(), write_stall_);
+    st = WriteLocked(credit.data(), credit.size());
   }
   if (!st.ok()) FailWrite(st.error());
 }

@@ -157,6 +157,16 @@ class Client : public std::enable_shared_from_this<Client> {
   void Close();
   // Bytes queued for callers (DATA plus raw control payloads), across streams.
   size_t queued_bytes() const;
+
+  // The channel at rest for a snapshot (messages.h, quiesce): opens a
+  // quiesce stream and, in the same step, holds every later write of this
+  // client (callers' frames, credit) in memory, in order, so nothing more
+  // reaches the agent. Returns once the agent's META says its side is at
+  // rest too; on failure (no META by `deadline`) the hold is released.
+  Result<std::shared_ptr<Stream>> Quiesce(Stream::Clock::time_point deadline);
+  // Writes what was held, then ends the quiesce stream: the agent talks
+  // again. Returns once the agent has answered.
+  Status Release(const std::shared_ptr<Stream>& quiesce, Stream::Clock::time_point deadline);
   // How long a write may wait on a full channel without progress before the
   // connection is failed (kIoError): an agent that stops reading cannot
   // hold a host thread. Default kWriteStall; tests shorten it.
@@ -191,6 +201,12 @@ class Client : public std::enable_shared_from_this<Client> {
 
   std::mutex write_mu_;
   std::chrono::milliseconds write_stall_{kWriteStall};  // guarded by write_mu_
+  bool holding_ = false;                                // guarded by write_mu_ (Quiesce)
+  std::string held_;                                    // guarded by write_mu_
+  // Writes `bytes` (whole frames), or holds them while quiesced; write_mu_ held.
+  Status WriteLocked(const char* p, size_t n);
+  // Writes what was held and stops holding.
+  Status ReleaseHeld();
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint32_t, Stream*> streams_;

@@ -6,6 +6,10 @@
 //   host -> agent  {"proto"}                                           HostHello
 //   host -> agent  {"proto", "resume": {seed, realtime_ns, hostname?}} ResumeHello, first, to a
 //                                                                      guest restored from a snapshot
+//                                                                      (a template, or a live VM saved
+//                                                                      while quiesced: its streams
+//                                                                      belong to the source's host and
+//                                                                      are dropped, messages.h)
 #pragma once
 
 #include <cstdint>

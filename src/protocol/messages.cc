@@ -43,6 +43,13 @@ Result<ShutdownRequest> ShutdownRequest::FromJson(const json& j) {
   return ShutdownRequest{};
 }
 
+json QuiesceRequest::ToJson() const { return json{{"op", kOp}}; }
+
+Result<QuiesceRequest> QuiesceRequest::FromJson(const json& j) {
+  SKIFF_RETURN_IF_ERROR(field::RequireOp(j, kOp));
+  return QuiesceRequest{};
+}
+
 json EmptyResult::ToJson() const { return json::object(); }
 
 Result<EmptyResult> EmptyResult::FromJson(const json& j) {

@@ -62,6 +62,10 @@
 //   shutdown    - (ShutdownRequest)                      RESULT {} (EmptyResult) then the agent
 //                                                        kills every process and exits (the VM
 //                                                        powers off)
+//   quiesce     - (QuiesceRequest)                       META {} (EmptyResult), then nothing more
+//                                                        from the agent until the host ends
+//                                                        stdin (RESULT {}) or cancels; a snapshot
+//                                                        is taken in between (docs/snapshots.md)
 //
 // Details of the agent's answers (additive to the table above):
 //   - exec RESULT "signal" is the terminating signal number, 0 when the
@@ -125,6 +129,20 @@ struct ShutdownRequest {
   nlohmann::json ToJson() const;
   static Result<ShutdownRequest> FromJson(const nlohmann::json& j);
   bool operator==(const ShutdownRequest&) const = default;
+};
+
+// The channel at rest for a snapshot: the agent answers META once every byte
+// it queued before it is written, then writes nothing (its output waits)
+// until the host ends stdin or cancels the stream. The host writes nothing
+// between the OPEN and that END, so a VM saved meanwhile holds no partial
+// frame in either direction; a copy restored from it is given a resume HELLO
+// instead, and drops the source's streams (hello.h).
+struct QuiesceRequest {
+  static constexpr std::string_view kOp = op::kQuiesce;
+
+  nlohmann::json ToJson() const;
+  static Result<QuiesceRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const QuiesceRequest&) const = default;
 };
 
 // RESULT {} (fs.read, shutdown).

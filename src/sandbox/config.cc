@@ -332,6 +332,15 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
     } else if (key == "default_idle_timeout_secs") {
       SKIFF_ASSIGN_OR_RETURN(c.default_idle_timeout_secs,
                              GetUint(v, key, 0, std::numeric_limits<int64_t>::max() / 1000));
+    } else if (key == "snapshot_dir") {
+      SKIFF_ASSIGN_OR_RETURN(c.snapshot_dir, GetString(v, key));
+      if (c.snapshot_dir.empty() || c.snapshot_dir[0] != '/')
+        return ConfigError(key, "expected an absolute path");
+    } else if (key == "snapshot_max_bytes") {
+      SKIFF_ASSIGN_OR_RETURN(c.snapshot_max_bytes, GetUint(v, key, 0, std::numeric_limits<int64_t>::max()));
+    } else if (key == "snapshot_max_count") {
+      SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 0, 100000));
+      c.snapshot_max_count = static_cast<uint32_t>(n);
     } else if (key == "max_concurrent_sandboxes") {
       SKIFF_ASSIGN_OR_RETURN(uint64_t n, GetUint(v, key, 0, UINT32_MAX));
       c.max_concurrent_sandboxes = static_cast<uint32_t>(n);

@@ -52,6 +52,11 @@ struct Config {
   uint32_t max_calls_per_sandbox = 64;  // >= 1
   uint32_t default_cpus = 1;
   uint32_t default_memory_mb = 512;
+  // Snapshots (docs/snapshots.md): where they are kept ("" = <data dir>/
+  // snapshots), the bytes all of them may take, and how many there may be.
+  std::string snapshot_dir;
+  uint64_t snapshot_max_bytes = uint64_t{16} << 30;
+  uint32_t snapshot_max_count = 64;
   std::map<std::string, ImageCaps> per_image_caps;
   std::map<std::string, std::string> custom_images;  // name -> OCI ref or archive path
   std::string listen_address = "127.0.0.1";

@@ -45,6 +45,8 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
       isolators_(std::move(isolators)),
       catalog_(ImagePolicyFor(config_)),
       registry_(config_, PoolTargets(config_)),
+      snapshots_(config_.snapshot_dir.empty() ? paths::DataDir() + "/snapshots" : config_.snapshot_dir,
+                 config_.snapshot_max_bytes, config_.snapshot_max_count),
       pool_(
           registry_,
           [this](const std::string& image) {
@@ -62,6 +64,7 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
   } else {
     default_isolation_ = config_.isolation;
   }
+  snapshots_.Load();
   reaper_.Start();
   pool_.Start();
 }
@@ -94,8 +97,19 @@ nlohmann::json SandboxManager::Doctor() {
 
 std::vector<CatalogEntry> SandboxManager::CatalogList() { return catalog_.List(); }
 
-Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
+Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   auto t0 = Clock::now();
+  CreateSpec spec = request;
+  std::string restore_dir;
+  std::optional<SnapshotRecord> from;
+  if (request.snapshot) {
+    SKIFF_ASSIGN_OR_RETURN(from, SnapshotForCreate(request));
+    spec.image = from->image;
+    spec.isolation = from->isolation;
+    spec.cpus = from->cpus;
+    spec.memory_mb = from->memory_mb;
+    restore_dir = snapshots_.Dir(from->snapshot_id);
+  }
   uint32_t cpus = spec.cpus.value_or(config_.default_cpus);
   uint32_t memory_mb = spec.memory_mb.value_or(config_.default_memory_mb);
   if (cpus < 1 || cpus > 255) return InvalidRequest("field 'cpus': must be between 1 and 255");
@@ -136,7 +150,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
     return Platform("isolation", "isolation '" + isolation + "' is not available on this host");
   // Warm pool (docs/configuration.md#warm-pool): a create matching the pooled shape claims a
   // booted sandbox; claim and registration are one step in the registry.
-  if (registry_.HasPool(spec.image)) {
+  if (registry_.HasPool(spec.image) && restore_dir.empty()) {
     bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb && !spec.network &&
                    isolation == default_isolation_;
     SKIFF_ASSIGN_OR_RETURN(
@@ -158,8 +172,19 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& spec) {
   }
 
   // Steps 6 and 7: image installed (or installed now), boot.
-  BootParams bp{spec.image, isolation, cpus, memory_mb, spec.network};
+  BootParams bp{spec.image, isolation, cpus, memory_mb, spec.network, restore_dir};
+  // A jail mounts the snapshot's files for its whole life (jail_snapshot.h):
+  // it is in use from before the boot (then under a placeholder) to the end.
+  auto use_by = [this](const std::string& sid, const std::string& user) {
+    snapshots_.Use(sid, user);
+    return std::shared_ptr<void>(nullptr, [this, sid, user](void*) { snapshots_.Unuse(sid, user); });
+  };
+  const bool uses_snapshot = from && isolation == "jail";
+  std::shared_ptr<void> booting =
+      uses_snapshot ? use_by(from->snapshot_id, "creating-" + NewUuid()) : nullptr;
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Boot(bp));
+  if (uses_snapshot) sb->snapshot_use = use_by(from->snapshot_id, sb->id);
+  booting.reset();
   sb->name = spec.name;
   sb->tenant = spec.tenant;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
@@ -209,6 +234,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
     policy.net_allow = config_.network.allow;
   }
   policy.state_dir = paths::RuntimeDir() + "/sandboxes/" + sb->id;
+  policy.restore_dir = p.restore_dir;
 
   auto deadline = Clock::now() + kBootTimeout;
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso_it->second->Start(policy));

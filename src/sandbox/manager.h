@@ -28,6 +28,7 @@
 #include "sandbox/reaper.h"
 #include "sandbox/registry.h"
 #include "sandbox/service.h"
+#include "sandbox/snapshot_store.h"
 #include "sandbox/types.h"
 #include "sandbox/warm_pool.h"
 
@@ -55,6 +56,12 @@ class SandboxManager : public SandboxService {
   Status Pause(const std::string& sandbox_id) override;   // pause.cc
   Status Resume(const std::string& sandbox_id) override;  // pause.cc
   std::vector<ListEntry> List() override;
+  Result<SnapshotRecord> Snapshot(const std::string& sandbox_id,
+                                  const std::string& name) override;  // snapshot.cc
+  Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id,
+                                         uint32_t count) override;  // snapshot.cc
+  std::vector<SnapshotRecord> ListSnapshots() override { return snapshots_.List(); }
+  Status DeleteSnapshot(const std::string& id_or_name) override { return snapshots_.Delete(id_or_name); }
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override {
     return registry_.TenantOf(sandbox_id);
   }
@@ -99,6 +106,7 @@ class SandboxManager : public SandboxService {
     uint32_t cpus = 1;
     uint32_t memory_mb = 512;
     bool network = false;
+    std::string restore_dir;  // a snapshot's directory, or "" (fresh)
   };
 
   bool KvmUsable() const { return host_.kvm_usable && host_.kvm_usable(); }
@@ -122,6 +130,11 @@ class SandboxManager : public SandboxService {
   Result<std::shared_ptr<Sandbox>> Running(const std::string& sandbox_id);
   // The reaper's pause of an idle sandbox created with on_idle: pause.
   void PauseIdle(const std::shared_ptr<Sandbox>& sb);
+  // Saves `sb` into a new snapshot of the store (snapshot.cc).
+  Result<SnapshotRecord> SaveSnapshot(const std::shared_ptr<Sandbox>& sb, const std::string& name,
+                                      bool internal);
+  // Create from a snapshot: the parameters of the boot (snapshot.cc).
+  Result<SnapshotRecord> SnapshotForCreate(const CreateSpec& spec);
 
   Config config_;
   HostProbes host_;
@@ -130,6 +143,7 @@ class SandboxManager : public SandboxService {
   Catalog catalog_;
   Stats stats_;
   SandboxRegistry registry_;
+  SnapshotStore snapshots_;
   std::mutex observer_mu_;
   CreateObserver observer_;
   // Last: their threads use everything above and end first.

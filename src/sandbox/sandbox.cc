@@ -28,6 +28,7 @@ void Sandbox::Teardown() {
   if (client) client->Close();
   if (instance) instance->Stop(kStopGrace);
   image_lease.reset();  // nothing runs from the image any more
+  snapshot_use.reset();
   lk.lock();
   torn_down_ = true;
   td_cv_.notify_all();

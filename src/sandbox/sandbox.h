@@ -47,6 +47,9 @@ class Sandbox {
   // Shared lease on the image's store entry, held until the sandbox is torn
   // down so no gc or `skiff image rm` (of any process) deletes its files.
   std::shared_ptr<const images::ImageLease> image_lease;
+  // A jail created from a snapshot reads its files until torn down: this
+  // handle keeps the snapshot from being deleted until then.
+  std::shared_ptr<void> snapshot_use;
   int64_t created_unix_ms = 0;
   std::atomic<int64_t> last_activity_unix_ms{0};
   std::atomic<int64_t> last_activity_mono_ms{0};

@@ -14,6 +14,7 @@
 #include "images/catalog.h"
 #include "protocol/fs_call.h"
 #include "protocol/process_call.h"
+#include "sandbox/snapshot_record.h"
 #include "sandbox/types.h"
 
 namespace skiff {
@@ -31,6 +32,14 @@ class SandboxService {
   virtual Status Pause(const std::string& sandbox_id) = 0;
   virtual Status Resume(const std::string& sandbox_id) = 0;
   virtual std::vector<ListEntry> List() = 0;
+  // Snapshots (docs/snapshots.md): saves a running or paused sandbox (it
+  // runs on, or stays paused); `name` may be "".
+  virtual Result<SnapshotRecord> Snapshot(const std::string& sandbox_id, const std::string& name) = 0;
+  // `count` new sandboxes from one sandbox's current state.
+  virtual Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) = 0;
+  // Every listed snapshot, with its tenant.
+  virtual std::vector<SnapshotRecord> ListSnapshots() = 0;
+  virtual Status DeleteSnapshot(const std::string& id_or_name) = 0;
   // The tenant recorded at the create of `sandbox_id` (CreateSpec::tenant)
   // while it is live or being stopped; nullopt when the id names neither.
   virtual std::optional<std::string> TenantOf(const std::string& sandbox_id) = 0;

@@ -56,6 +56,31 @@ Status TenantScope::Resume(const std::string& sandbox_id) {
   return inner_.Resume(sandbox_id);
 }
 
+Result<SnapshotRecord> TenantScope::Snapshot(const std::string& sandbox_id, const std::string& name) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Snapshot(sandbox_id, name);
+}
+
+Result<std::vector<CreateResult>> TenantScope::Fork(const std::string& sandbox_id, uint32_t count) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Fork(sandbox_id, count);
+}
+
+std::vector<SnapshotRecord> TenantScope::ListSnapshots() {
+  std::vector<SnapshotRecord> all = inner_.ListSnapshots();
+  std::erase_if(all, [this](const SnapshotRecord& r) { return r.tenant != tenant_; });
+  return all;
+}
+
+Status TenantScope::DeleteSnapshot(const std::string& id_or_name) {
+  // Another tenant's snapshot is as unknown as a missing one (names are
+  // looked up among this tenant's only).
+  for (const SnapshotRecord& r : ListSnapshots())
+    if (r.snapshot_id == id_or_name || (!r.name.empty() && r.name == id_or_name))
+      return inner_.DeleteSnapshot(r.snapshot_id);
+  return Error(Code::kS007, "snapshot " + id_or_name + " not found");
+}
+
 Result<nlohmann::json> TenantScope::Fs(const std::string& sandbox_id, const proto::FsCall& call) {
   SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
   return inner_.Fs(sandbox_id, call);

@@ -34,6 +34,10 @@ struct CreateSpec {
   bool pause_on_idle = false;
   // A call that needs it running resumes a paused sandbox instead of S005.
   bool auto_resume = false;
+  // Start from this snapshot (id or name; docs/snapshots.md): its image,
+  // isolation, cpus and memory are the snapshot's (the request's must
+  // agree when given).
+  std::optional<std::string> snapshot;
   // The tenant creating it (docs/configuration.md#tenants): the name of the
   // caller's API key with tenancy on, "" otherwise. Set by TenantScope,
   // never from a request.

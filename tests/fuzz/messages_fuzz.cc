@@ -31,6 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<InfoRequest>(j);
   Check<InfoResult>(j);
   Check<ShutdownRequest>(j);
+  Check<QuiesceRequest>(j);
   Check<EmptyResult>(j);
   Check<AgentError>(j);
   Check<ExecRequest>(j);

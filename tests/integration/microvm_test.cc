@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/fs_util.h"
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "base/text.h"
@@ -266,6 +267,72 @@ TEST_F(MicrovmTest, APausedVmStopsAtOnce) {
   EXPECT_LT(Clock::now() - t0, 3s);
   EXPECT_FALSE(vm->inst->Running());
   EXPECT_FALSE(vm->inst->Pause().ok());
+}
+
+// A live VM saved whole (docs/snapshots.md): the copy has the source's
+// files and running processes, its own hostname and entropy, and the source
+// serves on after the save (its channel was quiesced and released).
+TEST_F(MicrovmTest, ASnapshotOfALiveVmRestoresItsProcessesAndFiles) {
+  auto vm = Boot("skiff-src");
+  ASSERT_TRUE(vm);
+  auto bg = Exec(*vm->client, {"/bin/sh", "-c",
+                               "echo kept > /tmp/file; (i=0; while :; do i=$((i+1)); echo $i > /tmp/n; "
+                               "sleep 0.2; done) >/dev/null 2>&1 & echo $!"});
+  ASSERT_EQ(bg.result["exit_code"], 0) << bg.err << bg.error.dump();
+  std::string pid = Trim(bg.out);
+  // A stream the copy must not inherit: a long exec in flight.
+  auto slow = vm->client->Open(json{{"op", "exec"}, {"argv", {"/bin/sleep", "31"}}});
+  ASSERT_TRUE(slow.ok());
+  std::string dir = "/tmp/skiff-vmsnap-" + NewUuid();
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  auto q = vm->client->Quiesce(Clock::now() + 10s);
+  ASSERT_TRUE(q.ok()) << q.error().ToString();
+  auto saved = vm->inst->Snapshot(dir, uint64_t{1} << 30);
+  ASSERT_TRUE(vm->client->Release(*q, Clock::now() + 10s).ok());
+  ASSERT_TRUE(saved.ok()) << saved.error().ToString();
+  EXPECT_TRUE(saved->memory);
+  EXPECT_GT(saved->bytes, 0u);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/state").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The source serves on.
+  auto after = Exec(*vm->client, {"/bin/cat", "/tmp/file"});
+  EXPECT_EQ(after.out, "kept\n") << after.error.dump();
+
+  SandboxPolicy p = Policy();
+  p.hostname = "skiff-copy";
+  p.restore_dir = dir;
+  auto inst = iso_->Start(p);
+  ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+  auto client = proto::Client::Connect((*inst)->TakeChannel(), 30000ms);
+  ASSERT_TRUE(client.ok()) << client.error().ToString();
+  EXPECT_EQ((*inst)->Describe()["from_snapshot"], true);
+  auto file = Exec(**client, {"/bin/cat", "/tmp/file"});
+  EXPECT_EQ(file.out, "kept\n") << file.error.dump();
+  auto host = Exec(**client, {"/bin/hostname"});
+  EXPECT_EQ(host.out, "skiff-copy\n");
+  auto n0 = Exec(**client, {"/bin/cat", "/tmp/n"});
+  std::this_thread::sleep_for(1500ms);
+  auto alive = Exec(**client, {"/bin/sh", "-c", "kill -0 " + pid + " && cat /tmp/n"});
+  EXPECT_EQ(alive.result["exit_code"], 0) << "the background process runs on in the copy";
+  EXPECT_GT(std::atoi(alive.out.c_str()), std::atoi(n0.out.c_str())) << n0.out << " then " << alive.out;
+  // The source's exec in flight was dropped in the copy, not rerun or kept.
+  auto sleeps =
+      Exec(**client, {"/bin/sh", "-c",
+                      "for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c; echo; done 2>/dev/null | "
+                      "grep -c '^/bin/sleep 31 $' || true"});
+  EXPECT_EQ(Trim(sleeps.out), "0") << "the copy kills the source's exec in flight";
+  auto src_sleeps =
+      Exec(*vm->client, {"/bin/sh", "-c",
+                         "for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c; echo; done 2>/dev/null "
+                         "| grep -c '^/bin/sleep 31 $' || true"});
+  EXPECT_EQ(Trim(src_sleeps.out), "1") << "the source's exec runs on";
+  (*client).reset();
+  (*inst)->Stop(2000ms);
+  (*slow)->Cancel();
+  vm->client.reset();
+  vm->inst->Stop(2000ms);
+  EXPECT_TRUE(RemoveTree(dir).ok());
 }
 
 // Regression: with the microvm's PIT and PIC off, the guest had no working

@@ -321,6 +321,107 @@ TEST_F(SandboxTest, PauseStopsEveryProcessAndResumeContinuesThem) {
   EXPECT_GE(after, 2) << ticks->stdout_text;               // and it ticks again after
 }
 
+// A jail's snapshot is its files (docs/snapshots.md): a sandbox created from
+// it has them (deletions, owners, modes, links, fifos, /tmp), chains of
+// snapshots stack, forks are independent copies, a snapshot in use cannot
+// be deleted, and nothing is left once they are gone.
+TEST_F(SandboxTest, SnapshotsAndForksCarryTheFilesAndLeaveNothing) {
+  char root[] = "/tmp/skiff-snaps-XXXXXX";
+  ASSERT_NE(::mkdtemp(root), nullptr);
+  Config cfg;
+  cfg.allow_all_images = true;
+  cfg.isolation = "jail";
+  cfg.snapshot_dir = std::string(root) + "/store";
+  mgr_.reset();
+  auto m = MakeSandboxManager(cfg);
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  mgr_ = std::move(m).value();
+
+  std::string id = Create();
+  auto made =
+      Sh(id,
+         "mkdir -p /work && echo hello > /work/a && chown 1000:1000 /work/a && chmod 640 /work/a && "
+         "ln -s /work/a /work/link && mkfifo /work/fifo && rm /usr/bin/yes && rm -r /usr/share/doc/bash && "
+         "mkdir /usr/share/doc/bash && echo fresh > /usr/share/doc/bash/only && echo t > /tmp/t");
+  ASSERT_TRUE(made.ok() && made->exit_code == 0) << (made.ok() ? made->stderr_text : made.error().ToString());
+  auto snap = mgr_->Snapshot(id, "s1");
+  ASSERT_TRUE(snap.ok()) << snap.error().ToString();
+  EXPECT_FALSE(snap->memory);
+  EXPECT_EQ(snap->image, "host");
+  EXPECT_EQ(snap->isolation, "jail");
+  auto again = mgr_->Snapshot(id, "s1");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Code::kS001) << "names are unique";
+  ASSERT_TRUE(Sh(id, "echo changed > /work/a").ok());
+
+  const std::string check =
+      "cat /work/a; test -e /usr/bin/yes && echo has || echo gone; ls -A /usr/share/doc/bash; cat /tmp/t; "
+      "readlink /work/link; "
+      "stat -c %u:%g:%a /work/a; test -p /work/fifo && echo fifo";
+  CreateSpec from;
+  from.snapshot = "s1";
+  auto c = mgr_->Create(from);
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  auto got = Sh(c->sandbox_id, check);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->stdout_text, "hello\ngone\nonly\nt\n/work/a\n1000:1000:640\nfifo\n") << got->stderr_text;
+  auto busy = mgr_->DeleteSnapshot("s1");
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code(), Code::kS008);
+  CreateSpec wrong = from;
+  wrong.image = "python";
+  auto refused = mgr_->Create(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kS001);
+  CreateSpec missing;
+  missing.snapshot = "nope";
+  auto unknown = mgr_->Create(missing);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code(), Code::kS007);
+
+  // A snapshot of the copy stacks on its source's.
+  ASSERT_TRUE(Sh(c->sandbox_id, "echo two > /work/b && rm /work/link").ok());
+  auto s2 = mgr_->Snapshot(c->sandbox_id, "s2");
+  ASSERT_TRUE(s2.ok()) << s2.error().ToString();
+  CreateSpec from2;
+  from2.snapshot = s2->snapshot_id;
+  auto c2 = mgr_->Create(from2);
+  ASSERT_TRUE(c2.ok()) << c2.error().ToString();
+  auto got2 = Sh(c2->sandbox_id, "cat /work/a /work/b; test -L /work/link && echo link || echo nolink");
+  ASSERT_TRUE(got2.ok());
+  EXPECT_EQ(got2->stdout_text, "hello\ntwo\nnolink\n");
+
+  // Forks: the source's current state, each its own.
+  auto forks = mgr_->Fork(id, 2);
+  ASSERT_TRUE(forks.ok()) << forks.error().ToString();
+  ASSERT_EQ(forks->size(), 2u);
+  ASSERT_TRUE(Sh((*forks)[0].sandbox_id, "echo mine > /work/a").ok());
+  auto f1 = Sh((*forks)[1].sandbox_id, "cat /work/a");
+  ASSERT_TRUE(f1.ok());
+  EXPECT_EQ(f1->stdout_text, "changed\n");
+  EXPECT_EQ(mgr_->ListSnapshots().size(), 2u) << "a fork's own snapshot is not listed";
+
+  for (const auto& f : *forks) ASSERT_TRUE(mgr_->Stop(f.sandbox_id, true).ok());
+  ASSERT_TRUE(mgr_->Stop(c2->sandbox_id, true).ok());
+  ASSERT_TRUE(mgr_->Stop(c->sandbox_id, true).ok());
+  ASSERT_TRUE(mgr_->Stop(id, true).ok());
+  ASSERT_TRUE(mgr_->DeleteSnapshot("s1").ok());
+  ASSERT_TRUE(mgr_->DeleteSnapshot(s2->snapshot_id).ok());
+  auto gone = mgr_->DeleteSnapshot("s1");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), Code::kS007);
+  EXPECT_TRUE(mgr_->ListSnapshots().empty());
+  DIR* d = ::opendir(cfg.snapshot_dir.c_str());
+  ASSERT_NE(d, nullptr);
+  int left = 0;
+  while (dirent* e = ::readdir(d))
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++left;
+  ::closedir(d);
+  EXPECT_EQ(left, 0) << "every snapshot's files are gone, the fork's included";
+  mgr_.reset();
+  EXPECT_EQ(std::system(("rm -rf '" + std::string(root) + "'").c_str()), 0);
+}
+
 TEST_F(SandboxTest, AStopOfAPausedSandboxKillsItAndLeavesNothing) {
   auto before = Pids();
   std::string id = Create();

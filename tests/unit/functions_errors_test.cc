@@ -75,6 +75,7 @@ TEST(ErrorTable, TypesStatusesRetryable) {
       {Code::kS001, "validation", 400, false}, {Code::kS002, "validation", 404, false},
       {Code::kS003, "validation", 429, false}, {Code::kS004, "validation", 409, false},
       {Code::kS005, "validation", 409, false}, {Code::kS006, "validation", 409, false},
+      {Code::kS007, "validation", 404, false}, {Code::kS008, "validation", 409, false},
       {Code::kS100, "config", 400, false},     {Code::kS101, "internal", 503, false},
       {Code::kS102, "transient", 503, true},   {Code::kS200, "execution", 504, false},
       {Code::kS210, "filesystem", 400, false}, {Code::kS211, "filesystem", 404, false},

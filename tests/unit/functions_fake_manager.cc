@@ -38,6 +38,39 @@ Status FakeSandboxService::Pause(const std::string& id) {
   return OkStatus();
 }
 
+Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const std::string& name) {
+  if (id != kLiveId) return SandboxNotFound(id);
+  SnapshotRecord r;
+  r.snapshot_id = "5a5a5a5a-0000-4000-8000-00000000000" + std::to_string(Fake().snapshots.size() % 10);
+  r.name = name;
+  r.source_sandbox_id = id;
+  r.image = "python";
+  r.isolation = "jail";
+  r.size_bytes = 4096;
+  r.created_unix_ms = 1700000000000;
+  r.tenant = TenantOf(id).value_or("");
+  Fake().snapshots.push_back(r);
+  return r;
+}
+
+Result<std::vector<CreateResult>> FakeSandboxService::Fork(const std::string& id, uint32_t count) {
+  if (id != kLiveId) return SandboxNotFound(id);
+  Fake().last_fork_count = count;
+  std::vector<CreateResult> out;
+  for (uint32_t i = 0; i < count; ++i)
+    out.push_back({"f0f0f0f0-0000-4000-8000-00000000000" + std::to_string(i % 10), "python", "jail"});
+  return out;
+}
+
+Status FakeSandboxService::DeleteSnapshot(const std::string& id_or_name) {
+  for (auto it = Fake().snapshots.begin(); it != Fake().snapshots.end(); ++it)
+    if (it->snapshot_id == id_or_name || (!it->name.empty() && it->name == id_or_name)) {
+      Fake().snapshots.erase(it);
+      return OkStatus();
+    }
+  return Error(Code::kS007, "snapshot " + id_or_name + " not found");
+}
+
 Status FakeSandboxService::Resume(const std::string& id) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   if (Fake().paused.erase(id) == 0) return Error(Code::kS006, "sandbox " + id + " is not paused");

@@ -36,7 +36,9 @@ struct FakeState {
   int reads = 0;
   ExecResult exec_result;
   std::vector<ListEntry> list;
-  std::set<std::string> paused;                // Pause/Resume: ids paused now
+  std::set<std::string> paused;           // Pause/Resume: ids paused now
+  std::vector<SnapshotRecord> snapshots;  // Snapshot adds, DeleteSnapshot removes
+  uint32_t last_fork_count = 0;
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
   // Process*: the requests as the agent would receive them, and answers.
@@ -62,6 +64,10 @@ class FakeSandboxService : public SandboxService {
   Status Stop(const std::string& sandbox_id, bool wait) override;
   Status Pause(const std::string& sandbox_id) override;
   Status Resume(const std::string& sandbox_id) override;
+  Result<SnapshotRecord> Snapshot(const std::string& sandbox_id, const std::string& name) override;
+  Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) override;
+  std::vector<SnapshotRecord> ListSnapshots() override { return Fake().snapshots; }
+  Status DeleteSnapshot(const std::string& id_or_name) override;
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;

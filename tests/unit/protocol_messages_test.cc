@@ -74,6 +74,7 @@ TEST(ProtocolMessages, RequestsCheckTheirEnvelope) {
 TEST(ProtocolMessages, InfoAndShutdown) {
   ExpectWire(InfoRequest{}, R"({"op":"info"})");
   ExpectWire(ShutdownRequest{}, R"({"op":"shutdown"})");
+  ExpectWire(QuiesceRequest{}, R"({"op":"quiesce"})");
   ExpectWire(EmptyResult{}, "{}");
   ExpectRefused<EmptyResult>(json::array(), Code::kS300);
   InfoResult info{1, "skiff-agent/0.1.0", "6.1.0", 42, 1, false};

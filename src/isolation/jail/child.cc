@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "base/child_report.h"
+#include "base/fd_passing.h"
 #include "base/raw_ids.h"
 #include "confine/confine.h"
 
@@ -91,6 +92,14 @@ void BindDevice(const ChildPlan& p, const char* host, const char* target) {
 void Symlink(const ChildPlan& p, const char* to, const char* at) {
   Check(p, ::symlink(to, at), "symlink", at);
   OwnBySandboxRoot(p, at);
+}
+
+// Sends an O_PATH descriptor of `path` to the host, tagged `tag`.
+void SendPath(const ChildPlan& p, const char* path, char tag) {
+  int fd = ::open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) Fail(p, errno, "open", path);
+  if (SendWithFd(p.state_sock, &tag, 1, fd) != 1) Fail(p, errno, "sendmsg", path);
+  ::close(fd);
 }
 
 void LoopbackUp(const ChildPlan& p) {
@@ -228,6 +237,11 @@ int RunChild(void* arg) noexcept {
   // /tmp.
   EnsureDir(p, "root/tmp", 01777);
   Mount(p, "tmpfs", "root/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p.tmp_opts);
+  if (p.state_sock >= 0) {
+    SendPath(p, ".", 's');
+    SendPath(p, "root/tmp", 't');
+    ::close(p.state_sock);
+  }
 
   // Into the new root; the old one is detached (the per-sandbox tmpfs stays
   // alive through the overlays that use it).

@@ -35,7 +35,12 @@ struct ChildLayer {
 inline constexpr int kMaxCgroupBases = 8;
 
 struct ChildPlan {
-  int sock_fd = -1;                   // becomes fd 3 of the agent
+  int sock_fd = -1;  // becomes fd 3 of the agent
+  // When >= 0: the host's window into the sandbox's writable state (for
+  // snapshots), sent over this socket as O_PATH descriptors, one per
+  // message: 's' the per-sandbox tmpfs (the overlays' upper directories),
+  // 't' the sandbox's /tmp. Closed by the child before the exec.
+  int state_sock = -1;
   int agent_fd = -1;                  // O_PATH fd of the agent binary (execveat)
   ChildFailure* report = nullptr;     // parent memory (CLONE_VM): filled on failure
   int userns_fd = -1;                 // the sandbox's user namespace (already mapped)

@@ -28,6 +28,7 @@
 
 #include "base/child_report.h"
 #include "base/fd_pair.h"
+#include "base/fd_passing.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -37,6 +38,7 @@
 #include "isolation/jail/cgroup_warmup.h"
 #include "isolation/jail/child.h"
 #include "isolation/jail/fs_paths.h"
+#include "isolation/jail/jail_snapshot.h"
 #include "isolation/jail/orphans.h"
 #include "isolation/jail/rootfs_plan.h"
 #include "isolation/jail/uid_slots.h"
@@ -160,6 +162,30 @@ class JailInstance : public Instance {
     return OkStatus();
   }
 
+  bool SnapshotNeedsQuiesce() const override { return false; }
+
+  // The files (uppers and /tmp), with every process frozen meanwhile so
+  // that the copy is of one moment; processes are not saved.
+  Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_) return Platform("isolation", "jail: the sandbox has stopped");
+    if (!state_root_ || !tmp_root_)
+      return Platform("snapshot", "jail: this sandbox's files are out of reach");
+    bool froze = false;
+    if (!paused_) {
+      if (Status st = cgroup_.Freeze(std::chrono::seconds(5)); !st.ok())
+        return std::move(st).error().With("jail: freezing the sandbox for its snapshot");
+      froze = true;
+    }
+    Result<SnapshotContents> r = jail::SaveJailSnapshot(state_root_.get(), tmp_root_.get(), slot_.base,
+                                                        targets_, restored_from_, dir, max_bytes);
+    if (froze) {
+      if (Status st = cgroup_.Thaw(); !st.ok())
+        SKIFF_LOG(Warn) << "jail: thaw after a snapshot failed: " << st.error().message();
+    }
+    return r;
+  }
+
   // Set up by Start().
   Process proc_;
   UniqueFd channel_;
@@ -171,11 +197,18 @@ class JailInstance : public Instance {
   jail::UidSlots::Slot slot_;
   std::unique_ptr<net::SandboxNet> net_;  // network: true
   bool paused_ = false;                   // frozen by Pause()
+  // The init's state tmpfs (the overlays' uppers) and /tmp (child.h).
+  UniqueFd state_root_;
+  UniqueFd tmp_root_;
+  std::vector<std::string> targets_;  // the overlays' mount targets
+  std::string restored_from_;         // the snapshot it started from
 
  private:
   void ReleaseLocked() {
     released_ = true;
     channel_.reset();
+    state_root_.reset();
+    tmp_root_.reset();
     net_.reset();  // slirp4netns killed; the namespace goes with its last user
     cgroup_.Remove();
     if (!state_dir_.empty()) jail::RemoveTree(state_dir_);
@@ -248,6 +281,23 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
       return InvalidRequest("jail: bad rootfs layer " + l.target);
     for (const auto& d : l.lower)
       if (!jail::CleanAbsolute(d)) return InvalidRequest("jail: bad lower dir " + d);
+  }
+  if (!policy.restore_dir.empty()) {
+    if (!jail::CleanAbsolute(policy.restore_dir)) return InvalidRequest("jail: bad restore_dir");
+    SandboxPolicy restored = policy;
+    SKIFF_RETURN_IF_ERROR(jail::AddSnapshotLayers(restored, policy.restore_dir));
+    restored.restore_dir.clear();
+    SKIFF_ASSIGN_OR_RETURN(std::unique_ptr<Instance> started, Start(restored));
+    auto* ji = static_cast<JailInstance*>(started.get());
+    ji->restored_from_ = policy.restore_dir;
+    ji->targets_.clear();
+    for (const auto& l : policy.rootfs.layers) ji->targets_.push_back(l.target);
+    // Nobody has the instance yet; /tmp's own size bounds the copy.
+    if (Status st = jail::RestoreTmp(policy.restore_dir, ji->tmp_root_.get(), ji->slot_.base, UINT64_MAX);
+        !st.ok())
+      return Platform("boot", std::move(st).error().With("restoring /tmp from the snapshot").message());
+    ji->describe_["from_snapshot"] = true;
+    return started;
   }
   // Fail closed: no sandbox without its full confinement, or with uid
   // ranges that might overlap ones the host has handed out.
@@ -339,6 +389,9 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   Result<FdPair> channel = MakeSocketPair();
   if (!channel.ok()) return boot(std::move(channel).error().With("agent channel"));
   UniqueFd host_end = std::move(channel->first), child_end = std::move(channel->second);
+  Result<FdPair> state_pair = MakeSocketPair(SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (!state_pair.ok()) return boot(std::move(state_pair).error().With("state channel"));
+  UniqueFd state_host = std::move(state_pair->first), state_child = std::move(state_pair->second);
   mark("trees");
 
   // The sandbox's cgroups are created (limits first) by a helper thread
@@ -377,6 +430,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
+  plan.state_sock = state_child.get();
   plan.agent_fd = agent.get();
   ChildFailure report;
   plan.report = &report;
@@ -434,10 +488,19 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   mark("exec");
   shared_->warm.End(/*join=*/false);  // the init is in its cgroups: no head start needed
   child_end.reset();
+  state_child.reset();
   agent.reset();
   lower_fds.clear();
   if (!cg.ok()) return boot(cg.error(), "creating the cgroups");  // the init saw it and gave up
   if (report.err != 0) return boot(ChildFailureError(report));
+  for (int k = 0; k < 2; ++k) {
+    char tag = 0;
+    UniqueFd fd;
+    if (RecvWithFd(state_host.get(), &tag, 1, &fd) != 1 || !fd)
+      return boot(Error::Sys(Code::kS300, "recvmsg", "the init's state descriptors", errno));
+    (tag == 's' ? inst->state_root_ : inst->tmp_root_) = std::move(fd);
+  }
+  for (const auto& l : policy.rootfs.layers) inst->targets_.push_back(l.target);
   inst->channel_ = std::move(host_end);
   if (log::Enabled(log::Level::kDebug)) {
     std::string t;

@@ -21,6 +21,8 @@
 #include "isolation/microvm/snapshot_template.h"
 #include "isolation/microvm/template_store.h"
 #include "isolation/microvm/vm_launch.h"
+#include "isolation/microvm/vm_restore.h"
+#include "isolation/microvm/vm_snapshot.h"
 #include "isolation/microvm/vmm_usage.h"
 #include "isolation/net/sandbox_net.h"
 
@@ -67,8 +69,11 @@ std::string FirstLineOf(const std::vector<std::string>& argv) {
 class MicrovmInstance : public Instance {
  public:
   MicrovmInstance(std::string state_dir, Process proc, UniqueFd chan, nlohmann::json facts,
-                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net, std::unique_ptr<Qmp> qmp)
-      : qmp_(std::move(qmp)),
+                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net, std::unique_ptr<Qmp> qmp,
+                  VmShape shape, Parts parts)
+      : shape_(std::move(shape)),
+        parts_(std::move(parts)),
+        qmp_(std::move(qmp)),
         net_(std::move(net)),
         state_dir_(std::move(state_dir)),
         proc_(std::move(proc)),
@@ -126,6 +131,23 @@ class MicrovmInstance : public Instance {
   Status Pause() override { return RunState("stop"); }
   Status Resume() override { return RunState("cont"); }
 
+  bool SnapshotNeedsQuiesce() const override { return true; }
+
+  Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
+    if (!qmp_) return Platform("isolation", "microvm: this VM has no monitor");
+    if (net_)
+      return Platform("snapshot",
+                      "microvm: a VM with network: true cannot be snapshotted (its NIC belongs to this "
+                      "sandbox's network namespace); create it without network to snapshot or fork it");
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    if (!qmp_->negotiated()) SKIFF_RETURN_IF_ERROR(qmp_->Handshake(deadline));
+    SKIFF_ASSIGN_OR_RETURN(nlohmann::json status, qmp_->Execute("query-status", {}, deadline));
+    bool was_paused = !status.value("running", true);
+    return SaveVmSnapshot(*qmp_, shape_, parts_, dir, max_bytes, was_paused);
+  }
+
  private:
   // "stop" halts the vCPUs (guest memory, devices and the VMM stay); "cont"
   // lets them run. Both return once QEMU has done it.
@@ -144,6 +166,8 @@ class MicrovmInstance : public Instance {
     return VmReport(proc_.exited() ? DescribeWaitStatus(*proc_.status()) : "qemu running", state_dir_);
   }
 
+  const VmShape shape_;
+  const Parts parts_;
   std::mutex mu_;
   // QEMU's monitor. Events QEMU sends between commands wait in the socket
   // and are skipped by the next command; a guest can cause only
@@ -207,7 +231,18 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   spec.kvm = kvm;
 
   int64_t template_ms = -1;
-  std::optional<Launched> vm = RestoreFromTemplate(parts, spec, policy, &template_ms);
+  std::optional<Launched> vm;
+  if (!policy.restore_dir.empty()) {
+    if (policy.network)
+      return Platform("boot", "microvm: a VM restored from a snapshot cannot have network: true");
+    SKIFF_ASSIGN_OR_RETURN(spec, RestoreSpec(policy.restore_dir, policy, parts, kvm));
+    bool killed = false;
+    SKIFF_ASSIGN_OR_RETURN(
+        vm, RestoreVm(parts, spec, policy.restore_dir + "/state", GuestHostname(policy.hostname), &killed));
+  } else {
+    vm = RestoreFromTemplate(parts, spec, policy, &template_ms);
+    if (vm) spec.append = KernelCmdline(TemplatePolicy(policy), kvm);  // the template's machine
+  }
   bool restored = vm.has_value();
   if (!vm) {
     spec.append = KernelCmdline(policy, kvm);
@@ -225,6 +260,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
                           {"vmm_pid", vm->proc.pid()},
                           {"vmm_uid", vm->uid},
                           {"restored", restored},
+                          {"from_snapshot", !policy.restore_dir.empty()},
                           {"prepare_ms", Ms(vm->launched - t0)},
                           {"boot_ms", Ms(ready - vm->launched)},
                           {"network", policy.network}};
@@ -239,9 +275,10 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   std::string state = vm->state.Release();
   std::unique_ptr<Qmp> monitor = std::move(vm->monitor);
   if (!monitor && vm->qmp) monitor = std::make_unique<Qmp>(std::move(vm->qmp));
-  return std::unique_ptr<Instance>(new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan),
-                                                       std::move(facts), uint64_t{policy.memory_mb} << 20,
-                                                       std::move(vm->net), std::move(monitor)));
+  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append};
+  return std::unique_ptr<Instance>(new MicrovmInstance(
+      state, std::move(vm->proc), std::move(vm->chan), std::move(facts), uint64_t{policy.memory_mb} << 20,
+      std::move(vm->net), std::move(monitor), std::move(shape), std::move(parts)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -13,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include "base/file_io.h"
@@ -22,8 +19,10 @@
 #include "base/sha256.h"
 #include "isolation/microvm/kernel_cmdline.h"
 #include "isolation/microvm/microvm.h"
+#include "isolation/microvm/migration.h"
 #include "isolation/microvm/qmp.h"
 #include "isolation/microvm/template_store.h"
+#include "isolation/microvm/vm_restore.h"
 #include "protocol/hello.h"
 
 namespace skiff::microvm {
@@ -34,14 +33,6 @@ using namespace std::chrono_literals;
 constexpr const char* kSnapshotFormat = "skiff-snapshot-1";
 constexpr int kMaxTemplates = 8;
 constexpr auto kSnapshotTimeout = 60s;
-
-std::string FileIdentity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return path + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
-}
 
 // Keys whose template could not be built or restored in this process.
 std::mutex g_bad_mu;
@@ -65,25 +56,10 @@ Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::stri
   Qmp qmp(std::move(l.qmp));
   SKIFF_RETURN_IF_ERROR(qmp.Handshake(deadline));
   SKIFF_RETURN_IF_ERROR(qmp.Execute("stop", {}, deadline));
-  // QEMU's default migration bandwidth limit (32 MiB/s) is for live
-  // migration over a network; a stopped VM saved to a local file wants none.
-  SKIFF_RETURN_IF_ERROR(
-      qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, deadline));
   std::string state = dir + "/state";
   UniqueFd out(::open(state.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return Error::Sys(Code::kS300, "open", state, errno);
-  SKIFF_RETURN_IF_ERROR(qmp.Execute("getfd", {{"fdname", "snapshot"}}, deadline, out.get()));
-  SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, deadline));
-  for (;;) {
-    SKIFF_ASSIGN_OR_RETURN(nlohmann::json st, qmp.Execute("query-migrate", {}, deadline));
-    std::string status = st.value("status", std::string());
-    if (status == "completed") break;
-    if (status == "failed" || status == "cancelled")
-      return Platform("snapshot",
-                      "migration " + status + ": " + st.value("error-desc", std::string("no reason given")));
-    if (Clock::now() > deadline) return Platform("snapshot", "saving the template took too long");
-    std::this_thread::sleep_for(10ms);
-  }
+  SKIFF_RETURN_IF_ERROR(MigrateToFd(qmp, out.get(), deadline));
   (void)l.proc.Signal(SIGKILL);
   (void)l.proc.Wait(std::nullopt);
   if (::fsync(out.get()) != 0) return Error::Sys(Code::kS300, "fsync", state, errno);
@@ -94,106 +70,25 @@ Status BuildTemplate(const Parts& parts, const LaunchSpec& spec, const std::stri
   return WriteFileAtomic(dir + "/meta.json", meta.dump() + "\n", 0644);
 }
 
-Status SendAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::Sys(Code::kS300, "send", "agent channel", errno);
-    data.remove_prefix(static_cast<size_t>(n));
+// Restores the template in `dir` (held by the caller's lease).
+Result<Launched> RestoreLease(const Parts& parts, const LaunchSpec& spec, const std::string& dir,
+                              const SandboxPolicy& policy, bool* killed) {
+  {
+    UniqueFd in(::open((dir + "/state").c_str(), O_RDONLY | O_CLOEXEC));
+    if (in) TemplateStore::Touch(in.get());
   }
-  return OkStatus();
-}
-
-// Entropy for a restored guest, hex-encoded.
-Result<std::string> FreshSeedHex() {
-  unsigned char seed[32];
-  size_t got = 0;
-  while (got < sizeof seed) {
-    ssize_t n = ::getrandom(seed + got, sizeof seed - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::Sys(Code::kS300, "getrandom", "snapshot seed", errno);
-    got += static_cast<size_t>(n);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : seed) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  }
-  return out;
-}
-
-// Waits for QEMU to load the stream and lets the guest run: the stream
-// carries the template's run state (stopped before it was saved), so once
-// loaded QEMU waits paused and `cont` starts the guest.
-Status ResumeLoaded(Qmp& qmp, Clock::time_point deadline) {
-  SKIFF_RETURN_IF_ERROR(qmp.Handshake(deadline));
-  for (;;) {
-    SKIFF_ASSIGN_OR_RETURN(nlohmann::json s, qmp.Execute("query-status", {}, deadline));
-    std::string status = s.value("status", std::string());
-    if (status == "running") return OkStatus();
-    if (status == "paused") {
-      SKIFF_ASSIGN_OR_RETURN(nlohmann::json c, qmp.Execute("cont", {}, deadline));
-      (void)c;
-      return OkStatus();
-    }
-    if (status != "inmigrate")
-      return Platform("snapshot", "QEMU is " + status + " after loading the template");
-    if (Clock::now() > deadline) return Platform("snapshot", "loading the template took too long");
-    std::this_thread::sleep_for(2ms);
-  }
-}
-
-// Whether a VMM whose restore failed was SIGKILLed by someone else (the
-// OOM killer, an operator): skiff sends its SIGKILL only after this check,
-// and a template makes QEMU fail or hang, never die of a SIGKILL. Such a
-// failure says nothing about the template.
-bool KilledFromOutside(Launched& l) {
-  using namespace std::chrono_literals;
-  if (!l.proc.exited()) (void)l.proc.Wait(200ms);  // a closed channel: it is dying
-  std::optional<int> st = l.proc.status();
-  return st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL;
-}
-
-// Starts QEMU from the template and hands the agent its per-sandbox state as
-// soon as the guest runs (so its clock is set with little delay). On failure
-// `*killed` says whether the VMM was killed from outside (KilledFromOutside).
-Result<Launched> Restore(const Parts& parts, LaunchSpec spec, const std::string& dir,
-                         const SandboxPolicy& policy, bool* killed) {
-  *killed = false;
-  UniqueFd in(::open((dir + "/state").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in) return Error::Sys(Code::kS300, "open", dir + "/state", errno);
-  TemplateStore::Touch(in.get());
-  spec.incoming_fd = in.get();
-  spec.qmp = true;
-  SKIFF_ASSIGN_OR_RETURN(Launched l, Launch(spec, parts));
-  in.reset();
-  auto deadline = l.launched + kBootTimeout;
-  // The monitor stays with the VM (pause and resume use it).
-  l.monitor = std::make_unique<Qmp>(std::move(l.qmp));
-  if (Status st = ResumeLoaded(*l.monitor, deadline); !st.ok()) {
-    *killed = KilledFromOutside(l);
-    return BootFailure(l, "restoring the snapshot failed: " + st.error().message());
-  }
-  std::string h = GuestHostname(policy.hostname);
-  SKIFF_ASSIGN_OR_RETURN(std::string seed, FreshSeedHex());
-  timespec now{};
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  proto::Resume resume{seed, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec, h};
-  std::string frame = proto::EncodeResumeHello(resume);
-  if (!SendAll(l.chan.get(), frame).ok()) {
-    *killed = KilledFromOutside(l);
-    return BootFailure(l, "restoring the snapshot failed: the agent channel closed");
-  }
-  std::string failure = WaitForAgent(l, deadline);
-  if (!failure.empty()) {
-    *killed = KilledFromOutside(l);
-    return BootFailure(l, "restoring the snapshot failed: " + failure);
-  }
-  return l;
+  return RestoreVm(parts, spec, dir + "/state", GuestHostname(policy.hostname), killed);
 }
 
 }  // namespace
+
+std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return path + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
 
 bool SnapshotsEnabled() { return Env("SKIFF_MICROVM_SNAPSHOT") != "0"; }
 
@@ -262,7 +157,7 @@ std::optional<Launched> RestoreFromTemplate(const Parts& parts, const LaunchSpec
   bool killed = false;
   if (Result<TemplateLease> lease = store.Acquire(key, build); !lease.ok()) {
     st = std::move(lease).error();
-  } else if (Result<Launched> r = Restore(parts, tpl_spec, lease->dir(), policy, &killed); !r.ok()) {
+  } else if (Result<Launched> r = RestoreLease(parts, tpl_spec, lease->dir(), policy, &killed); !r.ok()) {
     st = std::move(r).error();
     if (killed) {
       // Not the template's fault: keep it, and snapshots, for the next create.

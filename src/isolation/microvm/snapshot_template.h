@@ -18,6 +18,10 @@
 
 namespace skiff::microvm {
 
+// A host file's identity: its path, device, inode, size and mtime; "" when
+// it cannot be read. Changes when the file is replaced or rewritten.
+std::string FileIdentity(const std::string& path);
+
 // SKIFF_MICROVM_SNAPSHOT=0 turns templates off.
 bool SnapshotsEnabled();
 // <CacheDir>/microvm/snapshots.

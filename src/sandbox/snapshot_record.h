@@ -1,0 +1,33 @@
+// A snapshot's record (docs/snapshots.md): what the API lists and what the
+// store keeps next to the saved state.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/error.h"
+
+namespace skiff {
+
+struct SnapshotRecord {
+  std::string snapshot_id;  // a UUID
+  std::string name;         // "" or unique among the store's snapshots
+  std::string source_sandbox_id;
+  std::string image;
+  std::string isolation;  // "jail" | "microvm"
+  uint32_t cpus = 1;
+  uint32_t memory_mb = 512;
+  bool memory = false;  // processes and memory too ("memory+disk"), else files only ("disk")
+  uint64_t size_bytes = 0;
+  int64_t created_unix_ms = 0;
+  std::string tenant;
+  bool internal = false;
+
+  // The public view (no tenant, no internal flag).
+  nlohmann::json ToJson() const;
+  nlohmann::json ToRecordJson() const;  // on disk
+  static Result<SnapshotRecord> FromRecordJson(const nlohmann::json& j);
+};
+
+}  // namespace skiff
