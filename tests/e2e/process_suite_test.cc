@@ -449,8 +449,8 @@ TEST_P(ProcessSuite, AQuietBackgroundProcessDoesNotKeepItsSandboxAlive) {
   while (!gone && Clock::now() < end) {
     std::this_thread::sleep_for(500ms);
     gone = true;
-    for (const auto& s : Ok("sandbox::list", json::object())["sandboxes"])
-      gone = gone && s["sandbox_id"] != id;
+    const json listed = Ok("sandbox::list", json::object());  // kept alive through the loop
+    for (const auto& s : listed["sandboxes"]) gone = gone && s["sandbox_id"] != id;
   }
   follower.join();
   EXPECT_TRUE(gone) << "a sandbox with only a quiet background process was not reaped";
