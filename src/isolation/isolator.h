@@ -85,6 +85,15 @@ class Instance {
   // quiesced the agent channel (protocol/messages.h) for the duration.
   virtual Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) = 0;
   virtual bool SnapshotNeedsQuiesce() const = 0;
+  // Hibernation: saves the whole sandbox into `dir` as Snapshot does (the
+  // caller has quiesced the channel) and frees what runs it (the VMM
+  // exits); Wake starts it again from there, the same sandbox, and hands
+  // back its new agent channel. S300 naming why on a backend that cannot.
+  virtual Result<SnapshotContents> Hibernate(const std::string& dir, uint64_t max_bytes) = 0;
+  // OK when Hibernate can be tried on this sandbox, else the S300 saying why
+  // (checked before anything changes).
+  virtual Status CanHibernate() = 0;
+  virtual Result<UniqueFd> Wake(const std::string& dir) = 0;
 };
 
 class Isolator {

@@ -225,8 +225,10 @@ void Stream::Cancel() { (void)client_->WriteRaw(EncodeFrame(id_, Type::kCancel, 
 
 // ---------------------------------------------------------------- Client
 
-Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::milliseconds timeout) {
-  // Handshake, synchronously, before the reader starts.
+namespace {
+
+// The agent's HELLO, read synchronously before a reader starts.
+Result<nlohmann::json> ReadHello(int fd, std::chrono::milliseconds timeout) {
   Decoder dec;
   auto deadline = Clock::now() + timeout;
   std::optional<Frame> hello;
@@ -235,12 +237,12 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0)
       return Platform("boot", "agent did not say hello within " + std::to_string(timeout.count()) + " ms");
-    pollfd p{fd.get(), POLLIN, 0};
+    pollfd p{fd, POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Error::Sys(Code::kS300, "poll", "agent channel", errno);
     if (r == 0) continue;
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return Error::Sys(Code::kS300, "read", "agent channel", errno);
     if (n == 0) return Platform("boot", "agent closed its channel before the handshake");
@@ -257,10 +259,16 @@ Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::millis
     return Platform("boot", "agent speaks protocol " + std::to_string(agent.proto) + ", host speaks " +
                                 std::to_string(kVersion));
   if (dec.buffered() != 0) return Platform("boot", "agent sent frames before the handshake finished");
+  return h;
+}
 
+}  // namespace
+
+Result<std::shared_ptr<Client>> Client::Connect(UniqueFd fd, std::chrono::milliseconds timeout) {
+  SKIFF_ASSIGN_OR_RETURN(nlohmann::json h, ReadHello(fd.get(), timeout));
   std::shared_ptr<Client> c(new Client(std::move(fd)));
   c->hello_ = std::move(h);
-  if (::pipe2(c->wake_, O_CLOEXEC) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
+  if (::pipe2(c->wake_, O_CLOEXEC | O_NONBLOCK) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
   SKIFF_RETURN_IF_ERROR(c->WriteRaw(EncodeHostHello()));
   // Guarded: an exception in the reader (or the death callback it runs)
   // ends this connection, not the daemon.
@@ -636,9 +644,10 @@ void Client::ReaderLoop() {
       std::unique_lock<std::mutex> lk(mu_);
       if (queued_bytes_ >= kMaxQueuedBytes) {
         reader_paused_ = true;
-        cv_.wait(lk, [&] { return dead_ || queued_bytes_ < kMaxQueuedBytes; });
+        cv_.wait(lk, [&] { return dead_ || suspending_ || queued_bytes_ < kMaxQueuedBytes; });
         reader_paused_ = false;
       }
+      if (suspending_) break;
       if (dead_) {
         why = "closed by host";
         reason = CloseReason::kClosedByHost;
@@ -700,11 +709,87 @@ void Client::ReaderLoop() {
   std::function<void(const std::string&)> cb;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (suspending_ && !dead_) {
+      // Suspend: the streams end, the connection does not.
+      for (auto& [id, s] : streams_) {
+        Event e;
+        e.kind = Event::Kind::kClosed;
+        e.json = {{"message", "the sandbox hibernated; requests in flight ended"}};
+        e.close_reason = CloseReason::kClosedByHost;
+        s->DeliverClosed(std::move(e));
+      }
+      streams_.clear();
+      abandoned_.clear();
+      queued_bytes_ = 0;
+      suspended_ = true;
+      cv_.notify_all();
+      return;
+    }
     bool was_dead = dead_;
     Fail(reason, why);
     if (!was_dead) cb = on_death_;
   }
   if (cb) cb(why);
+}
+
+Status Client::Suspend() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_) return Platform("sandbox", "agent channel closed: " + failure_);
+    if (suspending_) return Platform("sandbox", "the agent channel is already suspended");
+    suspending_ = true;
+    cv_.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    holding_ = true;
+  }
+  if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+  char drain[64];
+  while (::read(wake_[0], drain, sizeof drain) > 0) {
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!suspended_) return Platform("sandbox", "agent channel closed: " + failure_);
+  return OkStatus();
+}
+
+bool Client::suspended() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return suspended_;
+}
+
+Status Client::Rebind(UniqueFd fd, std::chrono::milliseconds timeout) {
+  Result<nlohmann::json> h = ReadHello(fd.get(), timeout);
+  std::function<void(const std::string&)> cb;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!suspended_ || dead_) return Platform("sandbox", "the agent channel is not suspended");
+    if (!h.ok()) {
+      Fail(CloseReason::kIoError, "after hibernation: " + h.error().message());
+      cb = on_death_;
+    }
+  }
+  if (cb) {
+    cb(failure());
+    return std::move(h).error();
+  }
+  {
+    std::lock_guard<std::mutex> wl(write_mu_);
+    fd_ = std::move(fd);
+    held_.clear();
+    holding_ = false;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    hello_ = std::move(h).value();
+    suspending_ = false;
+    suspended_ = false;
+  }
+  SKIFF_RETURN_IF_ERROR(WriteRaw(EncodeHostHello()));
+  // Guarded as in Connect.
+  reader_ = std::thread([raw = this] { RunGuarded("agent reader", [raw] { raw->ReaderLoop(); }); });
+  return OkStatus();
 }
 
 }  // namespace skiff::proto

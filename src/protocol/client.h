@@ -167,6 +167,18 @@ class Client : public std::enable_shared_from_this<Client> {
   // Writes what was held, then ends the quiesce stream: the agent talks
   // again. Returns once the agent has answered.
   Status Release(const std::shared_ptr<Stream>& quiesce, Stream::Clock::time_point deadline);
+
+  // Hibernation: the agent's VM was saved while quiesced and its VMM has
+  // gone. Stops reading without counting it a death (no death callback):
+  // the streams open now end (kClosed, kClosedByHost, "the sandbox
+  // hibernated"), and writes are held until Rebind. Call after Quiesce.
+  Status Suspend();
+  // Continues on `fd`, the channel of the VM restored from that save, once
+  // its agent's HELLO has come (within `timeout`); what was held is dropped
+  // (the restored agent dropped those streams too). On failure the
+  // connection is dead, as after any failure, and the death callback runs.
+  Status Rebind(UniqueFd fd, std::chrono::milliseconds timeout);
+  bool suspended() const;
   // How long a write may wait on a full channel without progress before the
   // connection is failed (kIoError): an agent that stops reading cannot
   // hold a host thread. Default kWriteStall; tests shorten it.
@@ -202,6 +214,8 @@ class Client : public std::enable_shared_from_this<Client> {
   std::mutex write_mu_;
   std::chrono::milliseconds write_stall_{kWriteStall};  // guarded by write_mu_
   bool holding_ = false;                                // guarded by write_mu_ (Quiesce)
+  bool suspending_ = false;                             // guarded by mu_: the reader ends quietly
+  bool suspended_ = false;                              // guarded by mu_: no reader until Rebind
   std::string held_;                                    // guarded by write_mu_
   // Writes `bytes` (whole frames), or holds them while quiesced; write_mu_ held.
   Status WriteLocked(const char* p, size_t n);

@@ -160,6 +160,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
           claimed.env = spec.env;
           claimed.idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
           claimed.pause_on_idle = spec.pause_on_idle;
+          claimed.hibernate_on_idle = spec.hibernate_on_idle;
           claimed.auto_resume = spec.auto_resume;
           claimed.created_unix_ms = NowUnixMillis();
           claimed.Touch();
@@ -189,6 +190,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   sb->tenant = spec.tenant;
   sb->idle_timeout_secs = spec.idle_timeout_secs.value_or(config_.default_idle_timeout_secs);
   sb->pause_on_idle = spec.pause_on_idle;
+  sb->hibernate_on_idle = spec.hibernate_on_idle;
   sb->auto_resume = spec.auto_resume;
   sb->env = spec.env;
   // docs/security.md#networking-network-true loopback rewrite: create-time env only, listed ports only.

@@ -53,8 +53,9 @@ class SandboxManager : public SandboxService {
   Result<CreateResult> Create(const CreateSpec& spec) override;
   Result<ExecResult> Exec(const ExecSpec& spec, OutputSink* sink = nullptr) override;
   Status Stop(const std::string& sandbox_id, bool wait) override;
-  Status Pause(const std::string& sandbox_id) override;   // pause.cc
-  Status Resume(const std::string& sandbox_id) override;  // pause.cc
+  Status Pause(const std::string& sandbox_id) override;      // pause.cc
+  Status Resume(const std::string& sandbox_id) override;     // pause.cc
+  Status Hibernate(const std::string& sandbox_id) override;  // pause.cc
   std::vector<ListEntry> List() override;
   Result<SnapshotRecord> Snapshot(const std::string& sandbox_id,
                                   const std::string& name) override;  // snapshot.cc

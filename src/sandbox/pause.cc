@@ -2,9 +2,11 @@
 // auto-resume of calls that need it running). The backend stops and starts
 // the processes (Instance::Pause/Resume); the registry records the state,
 // which every call that needs the agent checks (S005).
+#include <chrono>
 #include <mutex>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
@@ -16,6 +18,7 @@ Status SandboxManager::Pause(const std::string& sandbox_id) {
   // the state change of a sandbox whose stop has begun).
   std::lock_guard<std::mutex> lk(sb->pause_mu);
   if (registry_.Paused(*sb)) return Error(Code::kS006, "sandbox " + sandbox_id + " is already paused");
+  // (A hibernated sandbox is paused too.)
   Status st = sb->instance->Pause();
   if (!st.ok()) {
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
@@ -30,10 +33,110 @@ Status SandboxManager::Pause(const std::string& sandbox_id) {
   return OkStatus();
 }
 
+Status SandboxManager::Hibernate(const std::string& sandbox_id) {
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
+  std::lock_guard<std::mutex> lk(sb->pause_mu);
+  if (!sb->hibernated_snapshot.empty())
+    return Error(Code::kS006, "sandbox " + sandbox_id + " is already hibernated");
+  SKIFF_RETURN_IF_ERROR(sb->instance->CanHibernate());
+  auto t0 = std::chrono::steady_clock::now();
+  // No new calls from here on (S005, or a resume with auto_resume); the
+  // agent must answer the quiesce, so one paused in memory runs for it.
+  const bool was_paused = registry_.Paused(*sb);
+  if (was_paused) {
+    SKIFF_RETURN_IF_ERROR(sb->instance->Resume());
+  } else {
+    SKIFF_RETURN_IF_ERROR(registry_.SetPaused(*sb, true));
+  }
+  auto undo = [&] {
+    if (was_paused) {
+      (void)sb->instance->Pause();
+    } else {
+      (void)registry_.SetPaused(*sb, false);
+    }
+  };
+  Result<SnapshotStore::Pending> pending = snapshots_.Begin("", true);
+  if (!pending.ok()) {
+    undo();
+    return std::move(pending).error().With("while hibernating sandbox " + sandbox_id);
+  }
+  // Past the save there is no way back to running (below), so the room the
+  // state may need is checked first: the guest's memory and device state.
+  const uint64_t need = (uint64_t{sb->memory_mb} << 20) + (uint64_t{64} << 20);
+  if (pending->room < need) {
+    snapshots_.Abort(*pending);
+    undo();
+    return Error(Code::kS400, "resource limit exceeded: hibernating sandbox " + sandbox_id + " needs up to " +
+                                  std::to_string(need >> 20) + " MiB of snapshot room, " +
+                                  std::to_string(pending->room >> 20) +
+                                  " MiB are left under snapshot_max_bytes");
+  }
+  Result<std::shared_ptr<proto::Stream>> q =
+      sb->client->Quiesce(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  if (!q.ok()) {
+    snapshots_.Abort(*pending);
+    undo();
+    return std::move(q).error().With("while hibernating sandbox " + sandbox_id);
+  }
+  // The channel stops being read before the VMM goes (its end of file is
+  // then no agent death); requests in flight end.
+  if (Status st = sb->client->Suspend(); !st.ok()) {
+    snapshots_.Abort(*pending);
+    undo();
+    return std::move(st).error().With("while hibernating sandbox " + sandbox_id);
+  }
+  Result<SnapshotContents> saved = sb->instance->Hibernate(pending->dir, pending->room);
+  if (!saved.ok()) {
+    // Its agent is quiesced and its channel suspended: it cannot go on.
+    snapshots_.Abort(*pending);
+    (void)Stop(sandbox_id, false);
+    return std::move(saved).error().With("hibernating sandbox " + sandbox_id + " failed, so it was stopped");
+  }
+  SnapshotRecord r;
+  r.source_sandbox_id = sb->id;
+  r.image = sb->image;
+  r.isolation = sb->isolation;
+  r.cpus = sb->cpus;
+  r.memory_mb = sb->memory_mb;
+  r.memory = saved->memory;
+  r.size_bytes = saved->bytes;
+  r.created_unix_ms = NowUnixMillis();
+  r.tenant = sb->tenant;
+  r.internal = true;
+  Result<SnapshotRecord> rec = snapshots_.Commit(*pending, std::move(r));
+  if (!rec.ok()) return std::move(rec).error().With("while hibernating sandbox " + sandbox_id);
+  const std::string sid = rec->snapshot_id, user = sb->id;
+  snapshots_.Use(sid, user);
+  sb->hibernation = std::shared_ptr<void>(nullptr, [this, sid, user](void*) { snapshots_.Unuse(sid, user); });
+  sb->hibernated_snapshot = sid;
+  sb->hibernated = true;
+  stats_.paused++;
+  SKIFF_LOG(Info)
+      << "sandbox " << sandbox_id << ": hibernated (" << (rec->size_bytes >> 20) << " MiB) in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+      << " ms";
+  return OkStatus();
+}
+
 Status SandboxManager::Resume(const std::string& sandbox_id) {
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
   std::lock_guard<std::mutex> lk(sb->pause_mu);
   if (!registry_.Paused(*sb)) return Error(Code::kS006, "sandbox " + sandbox_id + " is not paused");
+  if (!sb->hibernated_snapshot.empty()) {
+    // Hibernated: the same sandbox starts again from its saved state.
+    Result<UniqueFd> ch = sb->instance->Wake(snapshots_.Dir(sb->hibernated_snapshot));
+    if (!ch.ok()) return std::move(ch).error().With("while waking sandbox " + sandbox_id);
+    // A failed rebind is the agent's death: the sandbox is torn down.
+    SKIFF_RETURN_IF_ERROR(sb->client->Rebind(std::move(ch).value(), std::chrono::seconds(30)));
+    sb->hibernated_snapshot.clear();
+    sb->hibernated = false;
+    sb->hibernation.reset();  // its saved state is no longer needed
+    sb->Touch();
+    SKIFF_RETURN_IF_ERROR(registry_.SetPaused(*sb, false));
+    stats_.resumed++;
+    SKIFF_LOG(Info) << "sandbox " << sandbox_id << ": woke from hibernation";
+    return OkStatus();
+  }
   Status st = sb->instance->Resume();
   if (!st.ok()) {
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
@@ -59,7 +162,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Running(const std::string& sand
 }
 
 void SandboxManager::PauseIdle(const std::shared_ptr<Sandbox>& sb) {
-  Status st = Pause(sb->id);
+  Status st = sb->hibernate_on_idle ? Hibernate(sb->id) : Pause(sb->id);
   if (st.ok()) {
     SKIFF_LOG(Info) << "sandbox " << sb->id << ": paused after " << sb->idle_timeout_secs << " s idle";
   } else if (st.error().code() != Code::kS004 && st.error().code() != Code::kS006) {

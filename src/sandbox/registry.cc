@@ -122,6 +122,7 @@ std::vector<ListEntry> SandboxRegistry::List() {
     e.exec_slots_free = cap > sb->exec_in_flight ? cap - sb->exec_in_flight : 0;
     e.stopped = sb->stopping();
     e.state = sb->stopping() ? "stopping" : sb->state == SandboxState::kPaused ? "paused" : "running";
+    e.hibernated = sb->hibernated.load();
     e.isolation = sb->isolation;
     e.created_at = Rfc3339Millis(sb->created_unix_ms);
     e.last_activity_at = Rfc3339Millis(sb->last_activity_unix_ms);

@@ -29,6 +29,7 @@ void Sandbox::Teardown() {
   if (instance) instance->Stop(kStopGrace);
   image_lease.reset();  // nothing runs from the image any more
   snapshot_use.reset();
+  hibernation.reset();
   lk.lock();
   torn_down_ = true;
   td_cv_.notify_all();

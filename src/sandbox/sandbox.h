@@ -50,6 +50,13 @@ class Sandbox {
   // A jail created from a snapshot reads its files until torn down: this
   // handle keeps the snapshot from being deleted until then.
   std::shared_ptr<void> snapshot_use;
+  // Hibernated (pause.cc): the store's internal snapshot holding it, and the
+  // handle that removes that snapshot when the sandbox goes. Guarded by
+  // pause_mu.
+  std::string hibernated_snapshot;
+  std::shared_ptr<void> hibernation;
+  bool hibernate_on_idle = false;       // CreateSpec::hibernate_on_idle
+  std::atomic<bool> hibernated{false};  // !hibernated_snapshot.empty(), for readers without pause_mu
   int64_t created_unix_ms = 0;
   std::atomic<int64_t> last_activity_unix_ms{0};
   std::atomic<int64_t> last_activity_mono_ms{0};

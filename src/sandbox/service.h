@@ -31,6 +31,10 @@ class SandboxService {
   // it already is in that state.
   virtual Status Pause(const std::string& sandbox_id) = 0;
   virtual Status Resume(const std::string& sandbox_id) = 0;
+  // Pauses to disk (docs/snapshots.md, "Hibernation"): the state is saved
+  // and the VMM exits; Resume starts it again. S006 when already
+  // hibernated, S300 on a backend that cannot.
+  virtual Status Hibernate(const std::string& sandbox_id) = 0;
   virtual std::vector<ListEntry> List() = 0;
   // Snapshots (docs/snapshots.md): saves a running or paused sandbox (it
   // runs on, or stays paused); `name` may be "".

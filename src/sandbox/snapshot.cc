@@ -17,10 +17,12 @@ constexpr uint32_t kMaxForks = 16;
 
 }  // namespace
 
-Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbox>& sb, const std::string& name,
-                                                    bool internal) {
+Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbox>& sb,
+                                                    const std::string& name, bool internal) {
   // No pause or resume meanwhile (a paused sandbox stays paused).
   std::lock_guard<std::mutex> lk(sb->pause_mu);
+  if (!sb->hibernated_snapshot.empty())
+    return Error(Code::kS005, "sandbox " + sb->id + " is hibernated: resume it before a snapshot or fork");
   SKIFF_ASSIGN_OR_RETURN(SnapshotStore::Pending pending, snapshots_.Begin(name, internal));
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<proto::Stream> quiesced;
@@ -57,9 +59,11 @@ Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbo
   r.tenant = sb->tenant;
   r.internal = internal;
   SKIFF_ASSIGN_OR_RETURN(SnapshotRecord rec, snapshots_.Commit(pending, std::move(r)));
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-  SKIFF_LOG(Info) << "sandbox " << sb->id << ": snapshot " << rec.snapshot_id << " (" << (rec.memory ? "memory+disk" : "disk")
-                  << ", " << (rec.size_bytes >> 10) << " KiB) in " << ms << " ms";
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  SKIFF_LOG(Info) << "sandbox " << sb->id << ": snapshot " << rec.snapshot_id << " ("
+                  << (rec.memory ? "memory+disk" : "disk") << ", " << (rec.size_bytes >> 10) << " KiB) in "
+                  << ms << " ms";
   return rec;
 }
 
@@ -77,7 +81,8 @@ Result<SnapshotRecord> SandboxManager::SnapshotForCreate(const CreateSpec& spec)
                           " (leave it out to take the snapshot's)");
   };
   if (!spec.image.empty() && spec.image != rec.image) return differs("image", spec.image, rec.image);
-  if (spec.isolation && *spec.isolation != rec.isolation) return differs("isolation", *spec.isolation, rec.isolation);
+  if (spec.isolation && *spec.isolation != rec.isolation)
+    return differs("isolation", *spec.isolation, rec.isolation);
   if (spec.cpus && *spec.cpus != rec.cpus)
     return differs("cpus", std::to_string(*spec.cpus), std::to_string(rec.cpus));
   if (spec.memory_mb && *spec.memory_mb != rec.memory_mb)
@@ -104,6 +109,7 @@ Result<std::vector<CreateResult>> SandboxManager::Fork(const std::string& sandbo
     spec.network = sb->network;
     spec.idle_timeout_secs = sb->idle_timeout_secs;
     spec.pause_on_idle = sb->pause_on_idle;
+    spec.hibernate_on_idle = sb->hibernate_on_idle;
     spec.auto_resume = sb->auto_resume;
     Result<CreateResult> c = Create(spec);
     if (!c.ok()) {

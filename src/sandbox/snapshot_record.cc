@@ -15,7 +15,6 @@ bool IsUuid(const std::string& s) {
   return true;
 }
 
-
 }  // namespace
 
 json SnapshotRecord::ToJson() const {

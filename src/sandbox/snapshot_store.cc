@@ -54,12 +54,14 @@ Result<SnapshotStore::Pending> SnapshotStore::Begin(const std::string& name, boo
   size_t listed = 0;
   uint64_t used = 0;
   for (const auto& [id, r] : records_) {
-    if (!name.empty() && r.name == name) return InvalidRequest("field 'name': a snapshot named '" + name + "' exists");
+    if (!name.empty() && r.name == name)
+      return InvalidRequest("field 'name': a snapshot named '" + name + "' exists");
     if (!r.internal) listed++;
     used += r.size_bytes;
   }
   for (const auto& [id, n] : pending_)
-    if (!name.empty() && n == name) return InvalidRequest("field 'name': a snapshot named '" + name + "' is being saved");
+    if (!name.empty() && n == name)
+      return InvalidRequest("field 'name': a snapshot named '" + name + "' is being saved");
   if (!internal && listed + pending_.size() >= max_count_)
     return Error(Code::kS400, "resource limit exceeded: snapshot_max_count=" + std::to_string(max_count_) +
                                   " snapshots exist; delete one with sandbox::snapshot::delete");
@@ -93,12 +95,14 @@ Result<SnapshotRecord> SnapshotStore::Commit(const Pending& p, SnapshotRecord re
     std::lock_guard<std::mutex> lk(mu_);
     uint64_t used = 0;
     for (const auto& [id, r] : records_) used += r.size_bytes;
-    if (used + record.size_bytes > max_bytes_) {
+    // An internal one was streamed against the room left (Begin): a
+    // hibernated sandbox's state is never refused after its VMM has gone.
+    if (!record.internal && used + record.size_bytes > max_bytes_) {
       pending_.erase(p.id);
       (void)RemoveTree(p.dir);
-      return Error(Code::kS400, "resource limit exceeded: this snapshot (" + std::to_string(record.size_bytes >> 20) +
-                                    " MiB) would exceed snapshot_max_bytes=" + std::to_string(max_bytes_ >> 20) +
-                                    " MiB");
+      return Error(Code::kS400,
+                   "resource limit exceeded: this snapshot (" + std::to_string(record.size_bytes >> 20) +
+                       " MiB) would exceed snapshot_max_bytes=" + std::to_string(max_bytes_ >> 20) + " MiB");
     }
   }
   // Written last: a directory without it is an unfinished save.

@@ -23,7 +23,6 @@
 
 namespace skiff {
 
-
 class SnapshotStore {
  public:
   SnapshotStore(std::string root, uint64_t max_bytes, uint32_t max_count)
@@ -66,7 +65,7 @@ class SnapshotStore {
   const uint32_t max_count_;
   mutable std::mutex mu_;
   std::map<std::string, SnapshotRecord> records_;
-  std::map<std::string, std::string> pending_;  // id -> name
+  std::map<std::string, std::string> pending_;          // id -> name
   std::map<std::string, std::set<std::string>> users_;  // id -> sandbox ids
 };
 

@@ -56,6 +56,11 @@ Status TenantScope::Resume(const std::string& sandbox_id) {
   return inner_.Resume(sandbox_id);
 }
 
+Status TenantScope::Hibernate(const std::string& sandbox_id) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Hibernate(sandbox_id);
+}
+
 Result<SnapshotRecord> TenantScope::Snapshot(const std::string& sandbox_id, const std::string& name) {
   SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
   return inner_.Snapshot(sandbox_id, name);

@@ -28,6 +28,7 @@ class TenantScope : public SandboxService {
   Status Stop(const std::string& sandbox_id, bool wait) override;
   Status Pause(const std::string& sandbox_id) override;
   Status Resume(const std::string& sandbox_id) override;
+  Status Hibernate(const std::string& sandbox_id) override;
   Result<SnapshotRecord> Snapshot(const std::string& sandbox_id, const std::string& name) override;
   Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) override;
   std::vector<SnapshotRecord> ListSnapshots() override;

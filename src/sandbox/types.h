@@ -32,6 +32,8 @@ struct CreateSpec {
   // What the reaper does once it is idle: stop it, or pause it (processes
   // stopped, memory kept) until a call resumes it.
   bool pause_on_idle = false;
+  // With pause_on_idle: hibernate (state saved to disk, VMM freed) instead.
+  bool hibernate_on_idle = false;
   // A call that needs it running resumes a paused sandbox instead of S005.
   bool auto_resume = false;
   // Start from this snapshot (id or name; docs/snapshots.md): its image,
@@ -119,7 +121,8 @@ struct ListEntry {
   uint32_t exec_in_flight = 0;
   uint32_t exec_slots_free = 0;
   bool stopped = false;
-  std::string state;  // "running" | "paused" | "stopping"
+  std::string state;        // "running" | "paused" | "stopping"
+  bool hibernated = false;  // paused to disk (Hibernate)
   std::string isolation;
   std::string created_at;
   std::string last_activity_at;

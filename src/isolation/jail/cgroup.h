@@ -75,6 +75,8 @@ class Cgroups {
 
   // The skiff/ parent directories (for orphan cleanup).
   const std::vector<std::string>& bases() const { return bases_; }
+  // Whether a sandbox's cgroup can be frozen (pause): v1 with a freezer, or v2.
+  bool can_freeze() const { return kind_ == Kind::kV2 || (kind_ == Kind::kV1 && !freezer_base_.empty()); }
 
  private:
   Kind kind_ = Kind::kNone;

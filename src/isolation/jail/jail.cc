@@ -48,6 +48,13 @@
 namespace skiff {
 namespace {
 
+// Why a jail cannot hibernate (docs/snapshots.md, "The jail's processes").
+constexpr std::string_view kJailHibernateNote =
+    "jail: hibernation needs the sandbox's processes checkpointed with CRIU, and this host's criu cannot "
+    "(Debian 12's criu 3.17 fails on kernels that map a vvar_vclock area, 6.13 and later; with criu 4.1 or "
+    "later the jail's host-owned namespaces and host-side agent channel are still in the way); pause it in "
+    "memory, or snapshot its files, instead";
+
 std::string StatusText(int st) {
   if (WIFEXITED(st)) return "agent exited with status " + std::to_string(WEXITSTATUS(st));
   if (WIFSIGNALED(st)) {
@@ -163,6 +170,16 @@ class JailInstance : public Instance {
   }
 
   bool SnapshotNeedsQuiesce() const override { return false; }
+
+  // Hibernation needs the processes checkpointed (CRIU), not only the files
+  // (docs/snapshots.md, "The jail's processes").
+  Result<SnapshotContents> Hibernate(const std::string&, uint64_t) override {
+    return Platform("snapshot", std::string(kJailHibernateNote));
+  }
+  Result<UniqueFd> Wake(const std::string&) override {
+    return Platform("snapshot", std::string(kJailHibernateNote));
+  }
+  Status CanHibernate() override { return Platform("snapshot", std::string(kJailHibernateNote)); }
 
   // The files (uppers and /tmp), with every process frozen meanwhile so
   // that the copy is of one moment; processes are not saved.
@@ -569,6 +586,12 @@ nlohmann::json JailIsolator::Doctor() {
                   {"kernel", ::access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0}};
   if (!shared_->confine) j["seccomp"]["error"] = shared_->confine_error;
   j["cgroups"] = shared_->cgroups.Describe();
+  // What a sandbox's state can do here (docs/snapshots.md).
+  j["state_modes"] = {{"pause", shared_->cgroups.can_freeze()},
+                      {"snapshot", "disk"},
+                      {"fork", true},
+                      {"hibernate", false},
+                      {"hibernate_note", std::string(kJailHibernateNote)}};
   std::string agent = paths::AgentBinary();
   j["agent"] = {{"path", agent}, {"ok", ::access(agent.c_str(), X_OK) == 0}};
   auto avail = Available();

@@ -71,7 +71,8 @@ Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, uint32_t
   int gens = 0;
   if (!restored_from.empty()) {
     SKIFF_ASSIGN_OR_RETURN(Meta parent, ReadMeta(restored_from));
-    if (parent.targets != targets) return Platform("snapshot", "jail: the source snapshot does not fit this sandbox");
+    if (parent.targets != targets)
+      return Platform("snapshot", "jail: the source snapshot does not fit this sandbox");
     if (parent.generations >= kMaxGenerations)
       return Error(Code::kS400, "resource limit exceeded: a snapshot chain is at most " +
                                     std::to_string(kMaxGenerations) + " generations deep");

@@ -77,8 +77,9 @@ Status CopyFile(int src_dir, const char* name, int dst_dir, const struct stat& s
   if (::fstat(in.get(), &now) != 0 || !S_ISREG(now.st_mode) || now.st_ino != st.st_ino)
     return OkStatus();  // replaced meanwhile (the sandbox is frozen; not expected)
   if (static_cast<uint64_t>(now.st_size) > w.max_bytes - w.bytes)
-    return Error(Code::kS400, "resource limit exceeded: the sandbox's files are larger than the snapshot size cap (" +
-                                  std::to_string(w.max_bytes >> 20) + " MiB)");
+    return Error(Code::kS400,
+                 "resource limit exceeded: the sandbox's files are larger than the snapshot size cap (" +
+                     std::to_string(w.max_bytes >> 20) + " MiB)");
   UniqueFd out(::openat(dst_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out) return Error::Sys(Code::kS300, "create", name, errno);
   uint64_t left = static_cast<uint64_t>(now.st_size);
@@ -112,7 +113,8 @@ Status CopyFile(int src_dir, const char* name, int dst_dir, const struct stat& s
 }
 
 Status CopyDir(int src, int dst, int depth, Walk& w) {
-  if (depth > kMaxDepth) return Error(Code::kS400, "resource limit exceeded: directories nested too deep to snapshot");
+  if (depth > kMaxDepth)
+    return Error(Code::kS400, "resource limit exceeded: directories nested too deep to snapshot");
   UniqueFd listing(::openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!listing) return Error::Sys(Code::kS300, "open", "directory", errno);
   SKIFF_ASSIGN_OR_RETURN(ScopedDir dir, ScopedDir::Adopt(std::move(listing), "snapshot directory"));
@@ -139,7 +141,8 @@ Status CopyDir(int src, int dst, int depth, Walk& w) {
       if (n < 0) continue;
       target[n] = 0;
       if (::symlinkat(target, dst, name) != 0) return Error::Sys(Code::kS300, "symlink", name, errno);
-      if (::fchownat(dst, name, Shift(st.st_uid, w.shift), Shift(st.st_gid, w.shift), AT_SYMLINK_NOFOLLOW) != 0)
+      if (::fchownat(dst, name, Shift(st.st_uid, w.shift), Shift(st.st_gid, w.shift), AT_SYMLINK_NOFOLLOW) !=
+          0)
         return Error::Sys(Code::kS300, "lchown", name, errno);
       timespec times[2] = {st.st_atim, st.st_mtim};
       (void)::utimensat(dst, name, times, AT_SYMLINK_NOFOLLOW);
@@ -147,7 +150,8 @@ Status CopyDir(int src, int dst, int depth, Walk& w) {
       // A whiteout (a file deleted from a lower layer), or a fifo.
       if (::mknodat(dst, name, st.st_mode & (S_IFMT | 0777), st.st_rdev) != 0)
         return Error::Sys(Code::kS300, "mknod", name, errno);
-      if (::fchownat(dst, name, Shift(st.st_uid, w.shift), Shift(st.st_gid, w.shift), AT_SYMLINK_NOFOLLOW) != 0)
+      if (::fchownat(dst, name, Shift(st.st_uid, w.shift), Shift(st.st_gid, w.shift), AT_SYMLINK_NOFOLLOW) !=
+          0)
         return Error::Sys(Code::kS300, "lchown", name, errno);
     }
     // Sockets and device nodes: not state a sandbox can carry over.

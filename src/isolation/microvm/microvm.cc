@@ -70,9 +70,11 @@ class MicrovmInstance : public Instance {
  public:
   MicrovmInstance(std::string state_dir, Process proc, UniqueFd chan, nlohmann::json facts,
                   uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net, std::unique_ptr<Qmp> qmp,
-                  VmShape shape, Parts parts)
+                  VmShape shape, Parts parts, std::string id, std::string hostname)
       : shape_(std::move(shape)),
         parts_(std::move(parts)),
+        id_(std::move(id)),
+        hostname_(std::move(hostname)),
         qmp_(std::move(qmp)),
         net_(std::move(net)),
         state_dir_(std::move(state_dir)),
@@ -104,7 +106,7 @@ class MicrovmInstance : public Instance {
     qmp_.reset();
     chan_.reset();
     net_.reset();  // slirp4netns killed; the namespace and its taps go with it
-    RemoveStateDir(state_dir_);
+    if (!state_dir_.empty()) RemoveStateDir(state_dir_);
   }
 
   bool Running() override {
@@ -135,6 +137,57 @@ class MicrovmInstance : public Instance {
 
   Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) override {
     std::lock_guard<std::mutex> lk(mu_);
+    return SnapshotLocked(dir, max_bytes);
+  }
+
+  Result<SnapshotContents> Hibernate(const std::string& dir, uint64_t max_bytes) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    SKIFF_ASSIGN_OR_RETURN(SnapshotContents saved, SnapshotLocked(dir, max_bytes));
+    // Saved: the VMM and everything it holds go; the sandbox is the file now.
+    (void)proc_.Signal(SIGKILL);
+    (void)proc_.Wait(std::nullopt);
+    qmp_.reset();
+    RemoveStateDir(state_dir_);
+    state_dir_.clear();
+    hibernated_ = true;
+    facts_["hibernated"] = true;
+    return saved;
+  }
+
+  Status CanHibernate() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (net_)
+      return Platform("snapshot",
+                      "microvm: a VM with network: true cannot hibernate (its NIC belongs to this sandbox's "
+                      "network namespace)");
+    if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
+    return OkStatus();
+  }
+
+  Result<UniqueFd> Wake(const std::string& dir) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_) return Platform("isolation", "microvm: the VM has stopped");
+    if (!hibernated_) return Platform("isolation", "microvm: the VM is not hibernated");
+    SandboxPolicy p;
+    p.id = id_;
+    p.cpus = static_cast<uint32_t>(shape_.cpus);
+    p.memory_mb = shape_.memory_mb;
+    p.rootfs.block_image = shape_.block_image;
+    SKIFF_ASSIGN_OR_RETURN(LaunchSpec spec, RestoreSpec(dir, p, parts_, shape_.kvm));
+    bool killed = false;
+    SKIFF_ASSIGN_OR_RETURN(Launched l, RestoreVm(parts_, spec, dir + "/state", hostname_, &killed));
+    proc_ = std::move(l.proc);
+    pid_ = proc_.pid();
+    qmp_ = std::move(l.monitor);
+    state_dir_ = l.state.Release();
+    hibernated_ = false;
+    facts_["hibernated"] = false;
+    facts_["vmm_pid"] = pid_;
+    return std::move(l.chan);
+  }
+
+ private:
+  Result<SnapshotContents> SnapshotLocked(const std::string& dir, uint64_t max_bytes) {
     if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
     if (!qmp_) return Platform("isolation", "microvm: this VM has no monitor");
     if (net_)
@@ -168,6 +221,9 @@ class MicrovmInstance : public Instance {
 
   const VmShape shape_;
   const Parts parts_;
+  const std::string id_;
+  const std::string hostname_;  // the guest's
+  bool hibernated_ = false;     // saved and its VMM gone (Hibernate) until Wake
   std::mutex mu_;
   // QEMU's monitor. Events QEMU sends between commands wait in the socket
   // and are skipped by the next command; a guest can cause only
@@ -276,9 +332,10 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   std::unique_ptr<Qmp> monitor = std::move(vm->monitor);
   if (!monitor && vm->qmp) monitor = std::make_unique<Qmp>(std::move(vm->qmp));
   VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append};
-  return std::unique_ptr<Instance>(new MicrovmInstance(
-      state, std::move(vm->proc), std::move(vm->chan), std::move(facts), uint64_t{policy.memory_mb} << 20,
-      std::move(vm->net), std::move(monitor), std::move(shape), std::move(parts)));
+  return std::unique_ptr<Instance>(
+      new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
+                          uint64_t{policy.memory_mb} << 20, std::move(vm->net), std::move(monitor),
+                          std::move(shape), std::move(parts), policy.id, GuestHostname(policy.hostname)));
 }
 
 void MicrovmIsolator::CleanupOrphans() {
@@ -310,6 +367,9 @@ nlohmann::json MicrovmIsolator::Doctor() {
   snap["templates"] = TemplateStore(SnapshotRoot()).List().size();
   if (!SnapshotsEnabled()) snap["note"] = "SKIFF_MICROVM_SNAPSHOT=0: every VM boots";
   d["snapshots"] = snap;
+  // What a sandbox's state can do here (docs/snapshots.md); network: true
+  // VMs pause but neither snapshot nor hibernate.
+  d["state_modes"] = {{"pause", true}, {"snapshot", "memory+disk"}, {"fork", true}, {"hibernate", true}};
   auto st = Available();
   d["available"] = st.ok();
   if (!st.ok()) d["problem"] = st.error().message();

@@ -27,8 +27,9 @@ Status Drain(int in, int out, uint64_t max_bytes, uint64_t* copied) {
     if (n < 0) return Error::Sys(Code::kS300, "read", "migration pipe", errno);
     if (n == 0) return OkStatus();
     if (*copied + static_cast<uint64_t>(n) > max_bytes)
-      return Error(Code::kS400, "resource limit exceeded: the VM's state is larger than the snapshot size cap (" +
-                                    std::to_string(max_bytes >> 20) + " MiB)");
+      return Error(Code::kS400,
+                   "resource limit exceeded: the VM's state is larger than the snapshot size cap (" +
+                       std::to_string(max_bytes >> 20) + " MiB)");
     size_t off = 0;
     while (off < static_cast<size_t>(n)) {
       ssize_t w = ::write(out, buf + off, static_cast<size_t>(n) - off);
@@ -46,7 +47,8 @@ Status MigrateToFd(Qmp& qmp, int fd, Qmp::Deadline deadline) {
   if (!qmp.negotiated()) SKIFF_RETURN_IF_ERROR(qmp.Handshake(deadline));
   // QEMU's default migration bandwidth limit (32 MiB/s) is for live
   // migration over a network; a stopped VM saved locally wants none.
-  SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, deadline));
+  SKIFF_RETURN_IF_ERROR(
+      qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, deadline));
   SKIFF_RETURN_IF_ERROR(qmp.Execute("getfd", {{"fdname", "snapshot"}}, deadline, fd));
   SKIFF_RETURN_IF_ERROR(qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, deadline));
   for (;;) {
@@ -93,7 +95,8 @@ Status SaveVmState(Qmp& qmp, const std::string& path, uint64_t max_bytes, bool w
     Result<nlohmann::json> cont = qmp.Execute("cont", {}, deadline + 5s);
     if (!cont.ok()) SKIFF_LOG(Warn) << "microvm: cont after a snapshot failed: " << cont.error().message();
   }
-  if (st.ok() && drained.ok() && ::fsync(out.get()) != 0) drained = Error::Sys(Code::kS300, "fsync", path, errno);
+  if (st.ok() && drained.ok() && ::fsync(out.get()) != 0)
+    drained = Error::Sys(Code::kS300, "fsync", path, errno);
   if (!drained.ok() || !st.ok()) {
     ::unlink(path.c_str());
     return !drained.ok() ? drained : st;

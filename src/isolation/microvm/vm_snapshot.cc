@@ -39,7 +39,8 @@ Result<SnapshotContents> SaveVmSnapshot(Qmp& qmp, const VmShape& shape, const Pa
   return SnapshotContents{true, bytes + text.size()};
 }
 
-Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& policy, const Parts& parts, bool kvm) {
+Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& policy, const Parts& parts,
+                               bool kvm) {
   SKIFF_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/vm.json"));
   nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
   if (!m.is_object() || m.value("format", std::string()) != kFormat) return Mismatch("unknown format");
@@ -52,15 +53,18 @@ Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& poli
     return it != m.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
   };
   if (str("accel") != (kvm ? "kvm" : "tcg"))
-    return Mismatch("it was saved under " + str("accel") + ", this host runs VMs under " + (kvm ? "kvm" : "tcg"));
+    return Mismatch("it was saved under " + str("accel") + ", this host runs VMs under " +
+                    (kvm ? "kvm" : "tcg"));
   if (num("cpus") != policy.cpus || num("memory_mb") != policy.memory_mb)
     return Mismatch("its machine has " + std::to_string(num("cpus")) + " vCPU and " +
                     std::to_string(num("memory_mb")) + " MiB");
-  if (str("block_image") != policy.rootfs.block_image || str("block_image_id") != FileIdentity(policy.rootfs.block_image))
+  if (str("block_image") != policy.rootfs.block_image ||
+      str("block_image_id") != FileIdentity(policy.rootfs.block_image))
     return Mismatch("its image has been rebuilt or replaced since");
   if (str("qemu_id") != FileIdentity(parts.qemu_real)) return Mismatch("QEMU has changed since");
   struct stat st {};
-  if (::stat((dir + "/state").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return Mismatch("its state file is missing");
+  if (::stat((dir + "/state").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return Mismatch("its state file is missing");
   LaunchSpec spec;
   spec.id = policy.id;
   spec.cpus = static_cast<int>(policy.cpus);

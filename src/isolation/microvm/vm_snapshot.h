@@ -32,6 +32,7 @@ Result<SnapshotContents> SaveVmSnapshot(Qmp& qmp, const VmShape& shape, const Pa
 
 // The launch of a VM restoring `dir` for `policy` on this host (whose
 // accelerator is `kvm`), or S300 naming what no longer matches.
-Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& policy, const Parts& parts, bool kvm);
+Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& policy, const Parts& parts,
+                               bool kvm);
 
 }  // namespace skiff::microvm
