@@ -432,16 +432,35 @@ Result<std::string> ReadStdin(const Fields& f) {
 
 }  // namespace
 
+Status CheckSnapshotRef(std::string_view ref, std::string_view field) {
+  if (ref.empty() || ref.size() > 64) return BadField(field, "must be 1 to 64 characters");
+  for (char c : ref)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_' || c == '.'))
+      return BadField(field, "may hold only letters, digits, '-', '_' and '.'");
+  return OkStatus();
+}
+
 Result<CreateSpec> DecodeCreate(const json& payload) {
   Fields f(payload);
   CreateSpec spec;
-  SKIFF_ASSIGN_OR_RETURN(spec.image, f.RequiredString("image"));
+  SKIFF_ASSIGN_OR_RETURN(spec.snapshot, f.OptString("snapshot"));
+  if (spec.snapshot) {
+    // From a snapshot: the image is the snapshot's (a given one must agree).
+    SKIFF_RETURN_IF_ERROR(CheckSnapshotRef(*spec.snapshot, f.Path("snapshot")));
+    SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> image, f.OptString("image"));
+    spec.image = image.value_or("");
+  } else {
+    SKIFF_ASSIGN_OR_RETURN(spec.image, f.RequiredString("image"));
+  }
   SKIFF_ASSIGN_OR_RETURN(spec.name, f.OptString("name"));
   SKIFF_RETURN_IF_ERROR(ReadCreateCommon(f, spec));
   SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> on_idle, f.OptString("on_idle"));
-  if (on_idle && *on_idle != "stop" && *on_idle != "pause")
-    return BadField(f.Path("on_idle"), "must be \"stop\" or \"pause\", got " + json(*on_idle).dump());
-  spec.pause_on_idle = on_idle && *on_idle == "pause";
+  if (on_idle && *on_idle != "stop" && *on_idle != "pause" && *on_idle != "hibernate")
+    return BadField(f.Path("on_idle"),
+                    "must be \"stop\", \"pause\" or \"hibernate\", got " + json(*on_idle).dump());
+  spec.pause_on_idle = on_idle && *on_idle != "stop";
+  spec.hibernate_on_idle = on_idle && *on_idle == "hibernate";
   SKIFF_ASSIGN_OR_RETURN(spec.auto_resume, f.OptBool("auto_resume", false));
   return spec;
 }

@@ -139,6 +139,9 @@ Status ValidateLang(std::string_view lang);
 
 // Decoders from payload to the manager's typed specs (steps 1–2 of docs/api.md#conventions).
 Result<CreateSpec> DecodeCreate(const json& payload);
+// A snapshot id or name (docs/snapshots.md): 1-64 of [A-Za-z0-9._-], or S001
+// naming `field`.
+Status CheckSnapshotRef(std::string_view ref, std::string_view field);
 Result<ExecSpec> DecodeExec(const json& payload);
 Result<RunSpec> DecodeRun(const json& payload);
 

@@ -16,6 +16,7 @@
 #include "functions/errors.h"
 #include "functions/process_handlers.h"
 #include "functions/schemas.h"
+#include "functions/snapshot_handlers.h"
 #include "protocol/fs_call.h"
 #include "protocol/ops.h"
 
@@ -53,6 +54,7 @@ json ListEntryJson(const ListEntry& e) {
           {"exec_slots_free", e.exec_slots_free},
           {"stopped", e.stopped},
           {"state", e.state},
+          {"hibernated", e.hibernated},
           {"isolation", e.isolation},
           {"created_at", e.created_at},
           {"last_activity_at", e.last_activity_at},
@@ -96,9 +98,13 @@ Result<json> HandleStop(const json& payload, CallContext& ctx) {
 Result<json> HandlePause(const json& payload, CallContext& ctx) {
   Fields f(payload);
   SKIFF_ASSIGN_OR_RETURN(std::string raw, f.RequiredString("sandbox_id"));
+  SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> mode, f.OptString("mode"));
+  if (mode && *mode != "memory" && *mode != "disk")
+    return InvalidRequest("field 'mode': must be \"memory\" or \"disk\", got " + json(*mode).dump());
   SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
-  SKIFF_RETURN_IF_ERROR(ctx.manager.Pause(id));
-  return json{{"sandbox_id", id}, {"state", "paused"}};
+  const bool disk = mode && *mode == "disk";
+  SKIFF_RETURN_IF_ERROR(disk ? ctx.manager.Hibernate(id) : ctx.manager.Pause(id));
+  return json{{"sandbox_id", id}, {"state", "paused"}, {"hibernated", disk}};
 }
 
 Result<json> HandleResume(const json& payload, CallContext& ctx) {
@@ -567,8 +573,9 @@ std::vector<FunctionDef> BuildTable() {
     return v;
   };
   std::vector<FunctionDef> t;
-  t.push_back(Def("sandbox::create", "Boot a sandbox from an allowlisted catalog image; returns sandbox_id.",
-                  HandleCreate, {C::kS001, C::kS100, C::kS101, C::kS102, C::kS300, C::kS400}));
+  t.push_back(Def("sandbox::create",
+                  "Boot a sandbox from an allowlisted catalog image (or a snapshot); returns sandbox_id.",
+                  HandleCreate, {C::kS001, C::kS007, C::kS100, C::kS101, C::kS102, C::kS300, C::kS400}));
   t.push_back(
       Def("sandbox::exec",
           "Run one command (shell-line, cmd+args, or argv shape) in a sandbox; returns "
@@ -582,11 +589,21 @@ std::vector<FunctionDef> BuildTable() {
   t.push_back(Def("sandbox::pause",
                   "Stop every process of a sandbox where it stands (memory and files kept) until "
                   "sandbox::resume.",
-                  HandlePause, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300}));
+                  HandlePause, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300, C::kS400}));
   t.push_back(Def("sandbox::resume", "Let a paused sandbox's processes run again, where they stood.",
                   HandleResume, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300}));
   t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.", HandleList,
                   {C::kS001}));
+  // Snapshots (functions/snapshot_handlers.h, docs/snapshots.md).
+  t.push_back(Def("sandbox::snapshot",
+                  "Save a running or paused sandbox as a named, listable snapshot (files; on the microVM "
+                  "its processes too).",
+                  fn::HandleSnapshot, {C::kS001, C::kS002, C::kS004, C::kS300, C::kS400}));
+  t.push_back(Def("sandbox::snapshot::list", "List the snapshots.", fn::HandleSnapshotList, {C::kS001}));
+  t.push_back(Def("sandbox::snapshot::delete", "Delete a snapshot and its files.", fn::HandleSnapshotDelete,
+                  {C::kS001, C::kS007, C::kS008}));
+  t.push_back(Def("sandbox::fork", "Create count new sandboxes from one sandbox's current state.",
+                  fn::HandleFork, {C::kS001, C::kS002, C::kS004, C::kS007, C::kS100, C::kS300, C::kS400}));
   t.push_back(Def("sandbox::run",
                   "One-shot: create, write code to /tmp/run.<ext>, run it with the interpreter "
                   "for lang, stop.",

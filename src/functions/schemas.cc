@@ -6,6 +6,7 @@
 #include "functions/decode.h"
 #include "functions/process_schemas.h"
 #include "functions/schema_builders.h"
+#include "functions/snapshot_schemas.h"
 
 namespace skiff::fn {
 namespace {
@@ -78,6 +79,8 @@ json Definitions() {
                {{"type", "string"},
                 {"enum", {"running", "paused", "stopping"}},
                 {"description", "Extension: paused after sandbox::pause (or an idle pause) until resumed"}}},
+              {"hibernated", Bool("Extension: paused to disk (sandbox::pause with mode \"disk\"): its state "
+                                  "is saved and its VMM freed; it resumes like any paused sandbox")},
               {"isolation", Str("Extension: \"microvm\" or \"jail\"")},
               {"created_at", Str("Extension: RFC 3339 creation (claim) time")},
               {"last_activity_at", Str("Extension: RFC 3339 time of the last liveness event")},
@@ -103,6 +106,7 @@ json Definitions() {
              {{"path", Str("Path inside the sandbox")}, {"content", Str("File content (UTF-8 text)")}},
              {"path", "content"});
   AddProcessDefinitions(d);
+  AddSnapshotDefinitions(d);
   return d;
 }
 
@@ -166,11 +170,12 @@ FunctionSchemas Build(std::string_view id) {
              {"env", EnvProp("Base environment of every process started in the sandbox")},
              {"on_idle",
               {{"type", "string"},
-               {"enum", {"stop", "pause"}},
+               {"enum", {"stop", "pause", "hibernate"}},
                {"default", "stop"},
                {"description",
-                "Extension: what the reaper does after idle_timeout_secs: stop the sandbox, or pause it "
-                "(processes stopped, memory kept) until sandbox::resume or an auto_resume call"}}},
+                "Extension: what the reaper does after idle_timeout_secs: stop the sandbox, pause it "
+                "(processes stopped, memory kept), or hibernate it (microVM: state saved to disk, VMM freed) "
+                "until sandbox::resume or an auto_resume call"}}},
              {"auto_resume", BoolD("Extension: a call that needs the sandbox running (exec, fs, process) "
                                    "resumes it when paused, instead of S005",
                                    false)},
@@ -179,14 +184,24 @@ FunctionSchemas Build(std::string_view id) {
                {"enum", {"microvm", "jail"}},
                {"description",
                 "Extension: isolation backend; default: the "
-                "daemon's default"}}}},
-            {"image"}),
+                "daemon's default"}}},
+             {"snapshot",
+              {{"type", "string"},
+               {"minLength", 1},
+               {"maxLength", 64},
+               {"pattern", "^[A-Za-z0-9._-]+$"},
+               {"description",
+                "Extension: start from this snapshot (id or name, docs/snapshots.md); image, isolation, cpus "
+                "and memory_mb are then the snapshot's (given ones must agree) and image may be left out"}}}},
+            {}),
         json::array({{{"image", "node"},
                       {"memory_mb", 512},
                       {"env", {{"NODE_ENV", "production"}}},
                       {"idle_timeout_secs", 600}},
-                     {{"image", "python"}}}),
+                     {{"image", "python"}},
+                     {{"snapshot", "after-install"}}}),
         true);
+    s.request["anyOf"] = json::array({{{"required", {"image"}}}, {{"required", {"snapshot"}}}});
     s.response =
         Root(id,
              Object("The new sandbox",
@@ -241,20 +256,38 @@ FunctionSchemas Build(std::string_view id) {
                       json::array({{{"sandbox_id", kUuidEx}, {"stopped", true}}}), false);
   } else if (id == "sandbox::pause" || id == "sandbox::resume") {
     const bool pause = id == "sandbox::pause";
-    s.request = Root(id,
-                     Object(pause ? "Pauses a running sandbox: its processes stop where they stand (the "
-                                    "jail's cgroup freezer, the microVM's vCPUs); memory, files and "
-                                    "host resources are kept"
-                                  : "Resumes a paused sandbox: its processes continue where they stood",
-                            {{"sandbox_id", SandboxIdProp()}}, {"sandbox_id"}),
-                     json::array({{{"sandbox_id", kUuidEx}}}), true);
+    s.request =
+        Root(id,
+             Object(pause ? "Pauses a running sandbox: its processes stop where they stand (the "
+                            "jail's cgroup freezer, the microVM's vCPUs); memory, files and "
+                            "host resources are kept (mode memory), or its state is saved to disk "
+                            "and its VMM freed (mode disk, microVM)"
+                          : "Resumes a paused sandbox: its processes continue where they stood",
+                    pause ? json{{"sandbox_id", SandboxIdProp()},
+                                 {"mode",
+                                  {{"type", "string"},
+                                   {"enum", {"memory", "disk"}},
+                                   {"default", "memory"},
+                                   {"description",
+                                    "memory: stopped in place; disk: hibernated (microVM only; the "
+                                    "jail answers S300 with the reason)"}}}}
+                          : json{{"sandbox_id", SandboxIdProp()}},
+                    {"sandbox_id"}),
+             pause ? json::array({{{"sandbox_id", kUuidEx}}, {{"sandbox_id", kUuidEx}, {"mode", "disk"}}})
+                   : json::array({{{"sandbox_id", kUuidEx}}}),
+             true);
     s.response =
         Root(id,
              Object(pause ? "Pause acknowledgement" : "Resume acknowledgement",
-                    {{"sandbox_id", Str("Canonical id")},
-                     {"state", Str(pause ? "Always \"paused\"" : "Always \"running\"")}},
-                    {"sandbox_id", "state"}),
-             json::array({{{"sandbox_id", kUuidEx}, {"state", pause ? "paused" : "running"}}}), false);
+                    pause ? json{{"sandbox_id", Str("Canonical id")},
+                                 {"state", Str("Always \"paused\"")},
+                                 {"hibernated", Bool("true for mode disk")}}
+                          : json{{"sandbox_id", Str("Canonical id")}, {"state", Str("Always \"running\"")}},
+                    pause ? std::vector<std::string>{"sandbox_id", "state", "hibernated"}
+                          : std::vector<std::string>{"sandbox_id", "state"}),
+             pause ? json::array({{{"sandbox_id", kUuidEx}, {"state", "paused"}, {"hibernated", false}}})
+                   : json::array({{{"sandbox_id", kUuidEx}, {"state", "running"}}}),
+             false);
   } else if (id == "sandbox::list") {
     s.request = Root(id, Object("No fields; any object is accepted", json::object(), {}),
                      json::array({json::object()}), true);
@@ -687,6 +720,7 @@ const json& AllDefinitions() {
 
 FunctionSchemas SchemasFor(std::string_view id) {
   if (id.rfind("sandbox::process::", 0) == 0) return ProcessSchemas(id);
+  if (FunctionSchemas s; SnapshotSchemas(id, &s)) return s;
   return Build(id);
 }
 

@@ -77,6 +77,7 @@ Daemon* DaemonTest::daemon_ = nullptr;
 const std::vector<std::string> kSandboxFunctions = {"sandbox::catalog::list",
                                                     "sandbox::create",
                                                     "sandbox::exec",
+                                                    "sandbox::fork",
                                                     "sandbox::fs::chmod",
                                                     "sandbox::fs::grep",
                                                     "sandbox::fs::ls",
@@ -99,6 +100,9 @@ const std::vector<std::string> kSandboxFunctions = {"sandbox::catalog::list",
                                                     "sandbox::process::wait",
                                                     "sandbox::resume",
                                                     "sandbox::run",
+                                                    "sandbox::snapshot",
+                                                    "sandbox::snapshot::delete",
+                                                    "sandbox::snapshot::list",
                                                     "sandbox::stop"};
 
 TEST_F(DaemonTest, HealthzShape) {

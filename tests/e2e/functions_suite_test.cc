@@ -45,8 +45,9 @@ const std::string kGhost = "3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11";
 
 int StatusFor(const std::string& code) {
   static const std::map<std::string, int> m = {
-      {"S001", 400}, {"S100", 400}, {"S210", 400}, {"S217", 400}, {"S215", 403}, {"S002", 404}, {"S211", 404},
-      {"S004", 409}, {"S212", 409}, {"S213", 409}, {"S214", 409}, {"S003", 429}, {"S400", 429}, {"S216", 500},
+      {"S001", 400}, {"S100", 400}, {"S210", 400}, {"S217", 400}, {"S215", 403}, {"S002", 404},
+      {"S211", 404}, {"S004", 409}, {"S005", 409}, {"S006", 409}, {"S007", 404}, {"S008", 409},
+      {"S212", 409}, {"S213", 409}, {"S214", 409}, {"S003", 429}, {"S400", 429}, {"S216", 500},
       {"S219", 500}, {"S300", 500}, {"S101", 503}, {"S102", 503}, {"S218", 503}, {"S200", 504}};
   auto it = m.find(code);
   return it == m.end() ? -1 : it->second;
@@ -140,8 +141,15 @@ HostCanary& Canary() {
   return c;
 }
 
+// Each backend's daemon keeps its snapshots apart, removed with the suite.
+std::string SnapshotDir(const std::string& isolation) {
+  return "/tmp/skiff-functions-suite-snapshots-" + isolation + "-" + std::to_string(::getpid());
+}
+
 std::string ConfigFor(const std::string& isolation) {
-  return "image_allowlist: [base, python]\n"
+  return "snapshot_dir: " + SnapshotDir(isolation) +
+         "\n"
+         "image_allowlist: [base, python]\n"
          "isolation: " +
          isolation +
          "\n"
@@ -167,6 +175,7 @@ class FunctionsSuite : public ::testing::TestWithParam<std::string> {
       if (b->daemon) {
         EXPECT_EQ(b->daemon->Terminate(), 0) << b->daemon->Log();
       }
+      EXPECT_EQ(std::system(("rm -rf '" + SnapshotDir(name) + "'").c_str()), 0);
       delete b;
     }
     Backends().clear();
@@ -549,6 +558,81 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
 // ======================================================================
 // exec
 // ======================================================================
+
+// Snapshots, forks and hibernation through the functions (docs/snapshots.md):
+// the microVM saves files and running processes, the jail its files; the jail
+// cannot hibernate and says why.
+TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
+  const bool vm = iso() == "microvm";
+  std::string src = CallOk("sandbox::create", {{"image", "base"}, {"isolation", iso()}})["sandbox_id"];
+  const std::string ticker =
+      "echo saved > /root/state; (i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.2; done) "
+      ">/dev/null 2>&1 &";
+  EXPECT_EQ(CallOk("sandbox::exec", {{"sandbox_id", src}, {"argv", {"sh", "-c", ticker}}})["exit_code"], 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string name = "suite-" + iso();
+  json snap = CallOk("sandbox::snapshot", {{"sandbox_id", src}, {"name", name}});
+  EXPECT_EQ(snap["contents"], vm ? "memory+disk" : "disk");
+  EXPECT_EQ(snap["isolation"], iso());
+  CallErr("sandbox::snapshot", {{"sandbox_id", src}, {"name", name}}, "S001");
+  CallErr("sandbox::snapshot", {{"sandbox_id", kGhost}}, "S002");
+  json listed = CallOk("sandbox::snapshot::list", json::object());
+  ASSERT_EQ(listed["snapshots"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["snapshots"][0]["snapshot_id"], snap["snapshot_id"]);
+
+  // A sandbox from the snapshot: the files, and on the microVM the ticker.
+  json copy = CallOk("sandbox::create", {{"snapshot", name}});
+  EXPECT_EQ(copy["isolation"], iso());
+  std::string cid = copy["sandbox_id"];
+  auto sh = [&](const std::string& id, const std::string& script) {
+    return CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sh", "-c", script}}});
+  };
+  EXPECT_EQ(sh(cid, "cat /root/state")["stdout"], "saved\n");
+  const std::string ticks = "a=$(cat /tmp/n); sleep 1; b=$(cat /tmp/n); test $b -gt $a && echo ticking";
+  EXPECT_EQ(sh(cid, ticks)["stdout"], vm ? "ticking\n" : "") << "processes come back on the microVM only";
+  CallErr("sandbox::create", {{"snapshot", "no-such-snapshot"}}, "S007");
+  CallErr("sandbox::create", {{"snapshot", name}, {"image", "python"}}, "S001");
+
+  // Fork: copies of the source's current state.
+  json forks = CallOk("sandbox::fork", {{"sandbox_id", src}, {"count", 2}});
+  ASSERT_EQ(forks["sandboxes"].size(), 2u);
+  for (const auto& f : forks["sandboxes"])
+    EXPECT_EQ(sh(f["sandbox_id"], "cat /root/state")["stdout"], "saved\n");
+  EXPECT_EQ(CallOk("sandbox::snapshot::list", json::object())["snapshots"].size(), 1u);
+
+  // Hibernation.
+  if (vm) {
+    EXPECT_EQ(CallOk("sandbox::pause", {{"sandbox_id", src}, {"mode", "disk"}})["hibernated"], true);
+    CallErr("sandbox::pause", {{"sandbox_id", src}, {"mode", "disk"}}, "S006");
+    CallErr("sandbox::exec", {{"sandbox_id", src}, {"cmd", "true"}}, "S005");
+    json entry;
+    for (const auto& e : ListSandboxes())
+      if (e["sandbox_id"] == src) entry = e;
+    EXPECT_EQ(entry["hibernated"], true) << entry.dump();
+    EXPECT_EQ(entry["state"], "paused") << entry.dump();
+    CallOk("sandbox::resume", {{"sandbox_id", src}});
+    EXPECT_EQ(sh(src, ticks)["stdout"], "ticking\n") << "the ticker runs on after the wake";
+    EXPECT_EQ(sh(src, "cat /root/state")["stdout"], "saved\n");
+  } else {
+    json e = CallErr("sandbox::pause", {{"sandbox_id", src}, {"mode", "disk"}}, "S300");
+    EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("CRIU"));
+    EXPECT_EQ(sh(src, "cat /root/state")["stdout"], "saved\n") << "a refused hibernation changes nothing";
+  }
+
+  // A jail reads its snapshot's files for its whole life.
+  if (vm) {
+    CallOk("sandbox::snapshot::delete", {{"snapshot", name}});
+  } else {
+    CallErr("sandbox::snapshot::delete", {{"snapshot", name}}, "S008");
+  }
+  for (const auto& f : forks["sandboxes"])
+    CallOk("sandbox::stop", {{"sandbox_id", f["sandbox_id"]}, {"wait", true}});
+  CallOk("sandbox::stop", {{"sandbox_id", cid}, {"wait", true}});
+  CallOk("sandbox::stop", {{"sandbox_id", src}, {"wait", true}});
+  if (!vm) CallOk("sandbox::snapshot::delete", {{"snapshot", name}});
+  CallErr("sandbox::snapshot::delete", {{"snapshot", name}}, "S007");
+  EXPECT_TRUE(CallOk("sandbox::snapshot::list", json::object())["snapshots"].empty());
+}
 
 TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {
   // Command shapes.

@@ -39,7 +39,7 @@ Status FakeSandboxService::Pause(const std::string& id) {
 }
 
 Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const std::string& name) {
-  if (id != kLiveId) return SandboxNotFound(id);
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   SnapshotRecord r;
   r.snapshot_id = "5a5a5a5a-0000-4000-8000-00000000000" + std::to_string(Fake().snapshots.size() % 10);
   r.name = name;
@@ -54,7 +54,7 @@ Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const
 }
 
 Result<std::vector<CreateResult>> FakeSandboxService::Fork(const std::string& id, uint32_t count) {
-  if (id != kLiveId) return SandboxNotFound(id);
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   Fake().last_fork_count = count;
   std::vector<CreateResult> out;
   for (uint32_t i = 0; i < count; ++i)
@@ -71,9 +71,18 @@ Status FakeSandboxService::DeleteSnapshot(const std::string& id_or_name) {
   return Error(Code::kS007, "snapshot " + id_or_name + " not found");
 }
 
+Status FakeSandboxService::Hibernate(const std::string& id) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  if (!Fake().hibernated.insert(id).second)
+    return Error(Code::kS006, "sandbox " + id + " is already hibernated");
+  Fake().paused.insert(id);
+  return OkStatus();
+}
+
 Status FakeSandboxService::Resume(const std::string& id) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   if (Fake().paused.erase(id) == 0) return Error(Code::kS006, "sandbox " + id + " is not paused");
+  Fake().hibernated.erase(id);
   return OkStatus();
 }
 

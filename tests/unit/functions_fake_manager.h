@@ -37,6 +37,7 @@ struct FakeState {
   ExecResult exec_result;
   std::vector<ListEntry> list;
   std::set<std::string> paused;           // Pause/Resume: ids paused now
+  std::set<std::string> hibernated;       // Hibernate: ids hibernated (and paused) now
   std::vector<SnapshotRecord> snapshots;  // Snapshot adds, DeleteSnapshot removes
   uint32_t last_fork_count = 0;
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
@@ -64,6 +65,7 @@ class FakeSandboxService : public SandboxService {
   Status Stop(const std::string& sandbox_id, bool wait) override;
   Status Pause(const std::string& sandbox_id) override;
   Status Resume(const std::string& sandbox_id) override;
+  Status Hibernate(const std::string& sandbox_id) override;
   Result<SnapshotRecord> Snapshot(const std::string& sandbox_id, const std::string& name) override;
   Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) override;
   std::vector<SnapshotRecord> ListSnapshots() override { return Fake().snapshots; }

@@ -109,7 +109,7 @@ TEST_F(Handlers, ValidRequestForUnknownSandboxIsS002) {
 TEST_F(Handlers, PauseAndResume) {
   auto p = Call("sandbox::pause", {{"sandbox_id", kLiveId}});
   ASSERT_TRUE(p.ok()) << p.error().ToString();
-  EXPECT_EQ(*p, json({{"sandbox_id", kLiveId}, {"state", "paused"}}));
+  EXPECT_EQ(*p, json({{"sandbox_id", kLiveId}, {"state", "paused"}, {"hibernated", false}}));
   EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", kLiveId}}).code(), Code::kS006);
   auto r = Call("sandbox::resume", {{"sandbox_id", kLiveId}});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -119,7 +119,58 @@ TEST_F(Handlers, PauseAndResume) {
   EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", "not-a-uuid"}}).code(), Code::kS001);
   EXPECT_EQ(Fail("sandbox::resume", json::object()).code(), Code::kS001);
   EXPECT_EQ(Fail("sandbox::create", {{"image", "python"}, {"on_idle", "sleep"}}).code(), Code::kS001);
+  auto h = Call("sandbox::pause", {{"sandbox_id", kLiveId}, {"mode", "disk"}});
+  ASSERT_TRUE(h.ok()) << h.error().ToString();
+  EXPECT_EQ(*h, json({{"sandbox_id", kLiveId}, {"state", "paused"}, {"hibernated", true}}));
+  EXPECT_EQ(Fake().hibernated.count(kLiveId), 1u);
+  EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", kLiveId}, {"mode", "disk"}}).code(), Code::kS006);
+  ASSERT_TRUE(Call("sandbox::resume", {{"sandbox_id", kLiveId}}).ok());
+  EXPECT_EQ(Fake().hibernated.count(kLiveId), 0u);
+  EXPECT_EQ(Fail("sandbox::pause", {{"sandbox_id", kLiveId}, {"mode", "swap"}}).code(), Code::kS001);
+  ASSERT_TRUE(Call("sandbox::create", {{"image", "python"}, {"on_idle", "hibernate"}}).ok());
+  EXPECT_TRUE(Fake().last_create.pause_on_idle);
+  EXPECT_TRUE(Fake().last_create.hibernate_on_idle);
   EXPECT_EQ(Fail("sandbox::create", {{"image", "python"}, {"auto_resume", "yes"}}).code(), Code::kS001);
+}
+
+TEST_F(Handlers, SnapshotListDeleteForkAndCreateFromASnapshot) {
+  auto s = Call("sandbox::snapshot", {{"sandbox_id", kLiveId}, {"name", "after-install"}});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ((*s)["name"], "after-install");
+  EXPECT_EQ((*s)["source_sandbox_id"], kLiveId);
+  EXPECT_EQ((*s)["contents"], "disk");
+  EXPECT_FALSE(s->contains("tenant")) << "the record's tenant stays inside";
+  auto l = Call("sandbox::snapshot::list", json::object());
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ((*l)["snapshots"].size(), 1u);
+  EXPECT_EQ((*l)["snapshots"][0]["snapshot_id"], (*s)["snapshot_id"]);
+  // Names: not a UUID, a safe charset, 64 at most.
+  for (const json& bad : {json("3f0c1a52-6a7e-4c1e-9d2b-0b6f2a9e4d11"), json("a/b"), json(""),
+                          json(std::string(65, 'a')), json(7)})
+    EXPECT_EQ(Fail("sandbox::snapshot", {{"sandbox_id", kLiveId}, {"name", bad}}).code(), Code::kS001) << bad;
+  EXPECT_EQ(Fail("sandbox::snapshot", {{"sandbox_id", kUnknownId}}).code(), Code::kS002);
+  // Create from it: image may be left out.
+  auto c = Call("sandbox::create", {{"snapshot", "after-install"}});
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(Fake().last_create.snapshot, "after-install");
+  EXPECT_EQ(Fail("sandbox::create", {{"snapshot", "../x"}}).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::create", json::object()).code(), Code::kS001) << "image or snapshot";
+  // Fork.
+  auto f = Call("sandbox::fork", {{"sandbox_id", kLiveId}, {"count", 3}});
+  ASSERT_TRUE(f.ok()) << f.error().ToString();
+  EXPECT_EQ((*f)["sandboxes"].size(), 3u);
+  EXPECT_EQ(Fake().last_fork_count, 3u);
+  auto one = Call("sandbox::fork", {{"sandbox_id", kLiveId}});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(Fake().last_fork_count, 1u) << "count defaults to 1";
+  for (const json& bad : {json(0), json(17), json(-1), json("2")})
+    EXPECT_EQ(Fail("sandbox::fork", {{"sandbox_id", kLiveId}, {"count", bad}}).code(), Code::kS001) << bad;
+  // Delete.
+  auto d = Call("sandbox::snapshot::delete", {{"snapshot", "after-install"}});
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+  EXPECT_EQ(*d, json({{"snapshot", "after-install"}, {"deleted", true}}));
+  EXPECT_EQ(Fail("sandbox::snapshot::delete", {{"snapshot", "after-install"}}).code(), Code::kS007);
+  EXPECT_EQ(Fail("sandbox::snapshot::delete", json::object()).code(), Code::kS001);
 }
 
 TEST_F(Handlers, MessagesOfRequestOnlyRules) {
@@ -417,7 +468,7 @@ TEST_F(Handlers, FunctionsList) {
   auto all = Call("engine::functions::list", nullptr);
   ASSERT_TRUE(all.ok());
   std::vector<std::string> ids = Ids(*all);
-  EXPECT_EQ(ids.size(), 26u);
+  EXPECT_EQ(ids.size(), 30u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const auto& f : (*all)["functions"]) {
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
@@ -425,7 +476,7 @@ TEST_F(Handlers, FunctionsList) {
     EXPECT_FALSE(f.contains("metadata"));
   }
   auto internal = Call("engine::functions::list", {{"include_internal", true}});
-  EXPECT_EQ(Ids(*internal).size(), 29u);
+  EXPECT_EQ(Ids(*internal).size(), 33u);
   auto fs = Call("engine::functions::list", {{"prefix", "sandbox::fs::"}});
   EXPECT_EQ(Ids(*fs).size(), 10u);
   auto w = Call("engine::functions::list", {{"include_internal", true}, {"worker", "iii-engine-functions"}});
@@ -443,10 +494,11 @@ TEST_F(Handlers, FunctionsListSearchOrder) {
   auto s = Call("engine::functions::list", {{"search", "list"}});
   std::vector<std::string> sids = Ids(*s);
   // ids containing "list" come first (sorted), then description-only matches
-  ASSERT_GE(sids.size(), 3u);
-  EXPECT_EQ(std::vector<std::string>(sids.begin(), sids.begin() + 3),
-            (std::vector<std::string>{"sandbox::catalog::list", "sandbox::list", "sandbox::process::list"}));
-  for (size_t i = 3; i < sids.size(); ++i) EXPECT_EQ(sids[i].find("list"), std::string::npos);
+  ASSERT_GE(sids.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(sids.begin(), sids.begin() + 4),
+            (std::vector<std::string>{"sandbox::catalog::list", "sandbox::list", "sandbox::process::list",
+                                      "sandbox::snapshot::list"}));
+  for (size_t i = 4; i < sids.size(); ++i) EXPECT_EQ(sids[i].find("list"), std::string::npos);
 }
 
 TEST_F(Handlers, FunctionsInfo) {

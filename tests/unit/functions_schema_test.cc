@@ -32,7 +32,8 @@ const std::vector<std::string> kSandboxIds = {
     "sandbox::process::input", "sandbox::process::signal", "sandbox::process::wait",
     "sandbox::process::resize", "sandbox::process::forget",
     // State across turns (skiff's own).
-    "sandbox::pause", "sandbox::resume"};
+    "sandbox::pause", "sandbox::resume", "sandbox::snapshot", "sandbox::snapshot::list",
+    "sandbox::snapshot::delete", "sandbox::fork"};
 
 TEST(Registry, ExactlyTheContractFunctions) {
   std::set<std::string> ids;
@@ -52,7 +53,7 @@ TEST(Registry, ExactlyTheContractFunctions) {
       EXPECT_TRUE(d.internal);
     }
   }
-  EXPECT_EQ(sandbox, 26);
+  EXPECT_EQ(sandbox, 30);
   EXPECT_EQ(engine, 3);
   for (const auto& id : kSandboxIds) EXPECT_TRUE(ids.count(id)) << id;
   for (const char* id : {"engine::functions::list", "engine::functions::info", "engine::channels::create"}) {
@@ -124,7 +125,7 @@ TEST(Schemas, RulesHoldForEveryFunction) {
 
 TEST(Schemas, RequiredFieldsExactly) {
   const std::map<std::string, std::set<std::string>> want = {
-      {"sandbox::create", {"image"}},
+      {"sandbox::create", {}},  // anyOf image | snapshot, below
       {"sandbox::exec", {"sandbox_id"}},
       {"sandbox::stop", {"sandbox_id"}},
       {"sandbox::list", {}},
@@ -168,6 +169,20 @@ TEST(Schemas, RequiredFieldsAreEnforcedByHandlersToo) {
       EXPECT_EQ(res.error().message().rfind(want, 0), 0u) << d.id << ": " << res.error().message();
     }
   }
+}
+
+TEST(Schemas, CreateNeedsAnImageOrASnapshot) {
+  const FunctionDef* d = FindFunction("sandbox::create");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->request_schema["anyOf"],
+            json::array({{{"required", {"image"}}}, {{"required", {"snapshot"}}}}));
+  testing::FakeSandboxService manager;
+  CallContext ctx{manager, nullptr};
+  Result<json> neither = d->handler(json::object(), ctx);
+  ASSERT_FALSE(neither.ok());
+  EXPECT_EQ(neither.error().code(), Code::kS001);
+  EXPECT_EQ(neither.error().message().rfind("invalid request: missing required field 'image'", 0), 0u)
+      << neither.error().message();
 }
 
 TEST(Schemas, DefaultsEqualCodeConstants) {
