@@ -16,18 +16,19 @@ void AddDoctorCommand(CLI::App& app, int& rc);   // doctor.cc: what this host of
 void AddVersionCommand(CLI::App& app, int& rc);  // version.cc
 
 // Clients of a daemon.
-void AddCreateCommand(CLI::App& app, int& rc);   // create.cc
-void AddExecCommand(CLI::App& app, int& rc);     // exec.cc (-d: a background process)
-void AddPsCommand(CLI::App& app, int& rc);       // ps.cc
-void AddLogsCommand(CLI::App& app, int& rc);     // logs.cc
-void AddKillCommand(CLI::App& app, int& rc);     // kill.cc
-void AddAttachCommand(CLI::App& app, int& rc);   // attach.cc
-void AddLsCommand(CLI::App& app, int& rc);       // ls.cc
-void AddStopCommand(CLI::App& app, int& rc);     // stop.cc
-void AddPauseCommands(CLI::App& app, int& rc);   // pause.cc: pause, resume
-void AddCatalogCommand(CLI::App& app, int& rc);  // catalog.cc
-void AddCpCommand(CLI::App& app, int& rc);       // cp.cc
-void AddFsCommand(CLI::App& app, int& rc);       // fs.cc
+void AddCreateCommand(CLI::App& app, int& rc);     // create.cc
+void AddExecCommand(CLI::App& app, int& rc);       // exec.cc (-d: a background process)
+void AddPsCommand(CLI::App& app, int& rc);         // ps.cc
+void AddLogsCommand(CLI::App& app, int& rc);       // logs.cc
+void AddKillCommand(CLI::App& app, int& rc);       // kill.cc
+void AddAttachCommand(CLI::App& app, int& rc);     // attach.cc
+void AddLsCommand(CLI::App& app, int& rc);         // ls.cc
+void AddStopCommand(CLI::App& app, int& rc);       // stop.cc
+void AddPauseCommands(CLI::App& app, int& rc);     // pause.cc: pause, resume
+void AddSnapshotCommands(CLI::App& app, int& rc);  // snapshot.cc: snapshot [ls|rm], fork
+void AddCatalogCommand(CLI::App& app, int& rc);    // catalog.cc
+void AddCpCommand(CLI::App& app, int& rc);         // cp.cc
+void AddFsCommand(CLI::App& app, int& rc);         // fs.cc
 
 // image_cmd.cc: `skiff image build|import|pull|ls|inspect|rm|gc`, the image
 // store directly (no daemon needed).

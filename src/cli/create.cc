@@ -15,7 +15,7 @@ namespace {
 
 struct CreateFlags {
   ClientFlags client;
-  std::string image, name, isolation, on_idle;
+  std::string image, name, isolation, on_idle, snapshot;
   std::optional<uint32_t> cpus, memory_mb;
   std::optional<uint64_t> idle_timeout_secs;
   bool network = false;
@@ -24,7 +24,9 @@ struct CreateFlags {
 };
 
 int Create(const CreateFlags& f) {
-  nlohmann::json p = {{"image", f.image}};
+  nlohmann::json p = nlohmann::json::object();
+  if (!f.image.empty()) p["image"] = f.image;
+  if (!f.snapshot.empty()) p["snapshot"] = f.snapshot;
   if (!f.name.empty()) p["name"] = f.name;
   if (f.cpus) p["cpus"] = *f.cpus;
   if (f.memory_mb) p["memory_mb"] = *f.memory_mb;
@@ -50,18 +52,25 @@ void AddCreateCommand(CLI::App& app, int& rc) {
   auto* create = app.add_subcommand("create", "create a sandbox on the daemon; prints its id");
   auto f = std::make_shared<CreateFlags>();
   AddClientFlags(create, f->client);
-  create->add_option("image", f->image, "catalog image")->required();
+  create->add_option("image", f->image, "catalog image (optional with --snapshot)");
+  create->add_option("--snapshot", f->snapshot,
+                     "start from this snapshot (id or name): its files, and on the "
+                     "microVM its processes");
   create->add_option("--name", f->name, "a label for the sandbox");
   create->add_option("--cpus", f->cpus);
   create->add_option("--memory-mb", f->memory_mb);
   create->add_option("--idle-timeout", f->idle_timeout_secs,
                      "seconds of idleness before the reaper stops (or pauses) it");
-  create->add_option("--on-idle", f->on_idle, "stop | pause: what the reaper does once it is idle");
+  create->add_option("--on-idle", f->on_idle,
+                     "stop | pause | hibernate: what the reaper does once it is idle");
   create->add_flag("--auto-resume", f->auto_resume, "calls to it while paused resume it");
   create->add_option("--isolation", f->isolation, "microvm | jail");
   create->add_option("--env", f->env, "NAME=value (repeatable)")->allow_extra_args(false);
   create->add_flag("--network", f->network);
-  create->callback([f, &rc] { rc = Create(*f); });
+  create->callback([f, &rc] {
+    if (f->image.empty() && f->snapshot.empty()) throw CLI::RequiredError("image (or --snapshot)");
+    rc = Create(*f);
+  });
 }
 
 }  // namespace skiff::cli

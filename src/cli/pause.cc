@@ -1,5 +1,5 @@
-// `skiff pause` and `skiff resume`: sandboxes of the daemon, one call each;
-// the exit status is that of the last one that failed.
+// `skiff pause [--disk]` and `skiff resume`: sandboxes of the daemon, one
+// call each; the exit status is that of the last one that failed.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,13 +15,16 @@ namespace {
 struct PauseFlags {
   ClientFlags client;
   std::vector<std::string> sandbox_ids;
+  bool disk = false;  // pause --disk: hibernate
 };
 
 int Each(const PauseFlags& f, const char* function) {
   int rc = 0;
   for (const auto& id : f.sandbox_ids) {
     int one = 0;
-    auto r = CallFunction(f.client, function, {{"sandbox_id", id}}, &one);
+    nlohmann::json p = {{"sandbox_id", id}};
+    if (f.disk) p["mode"] = "disk";
+    auto r = CallFunction(f.client, function, p, &one);
     if (!r)
       rc = one;
     else if (f.client.json_out)
@@ -35,6 +38,8 @@ void Add(CLI::App& app, int& rc, const char* name, const char* help, const char*
   auto f = std::make_shared<PauseFlags>();
   AddClientFlags(cmd, f->client);
   cmd->add_option("sandbox", f->sandbox_ids)->required();
+  if (std::string(function) == "sandbox::pause")
+    cmd->add_flag("--disk", f->disk, "hibernate: save the state to disk and free the VMM (microVM)");
   cmd->callback([f, &rc, function] { rc = Each(*f, function); });
 }
 
