@@ -15,18 +15,25 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "isolation/jail/child_stack.h"
+#include "isolation/jail/launcher_tie.h"
 
 namespace skiff::jail {
 namespace {
 
+struct WarmupArgs {
+  const char* procs;   // <skiff/>/cgroup.procs
+  int launcher_pidfd;  // LauncherPidfd()
+};
+
 // Async-signal-safe, in a throwaway CLONE_VM child: moves itself into the
-// cgroup whose cgroup.procs is `arg` every 5 ms until it is killed (it dies
-// with the thread that made it should that thread go first). It opens the
-// file in its own descriptor table, so the parent's holds nothing for it.
+// cgroup whose cgroup.procs is `arg->procs` every 5 ms until it is killed
+// (it dies with the thread that made it should that thread go first, or at
+// once when the launcher is already gone). It opens the file in its own
+// descriptor table, so the parent's holds nothing for it.
 SKIFF_CLONE_CHILD int MoveSelfUntilKilled(void* arg) {
-  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
-  int fd =
-      static_cast<int>(::syscall(SYS_openat, AT_FDCWD, static_cast<const char*>(arg), O_WRONLY | O_CLOEXEC));
+  const auto* a = static_cast<const WarmupArgs*>(arg);
+  if (!TieToLauncher(a->launcher_pidfd)) ::syscall(SYS_exit_group, 125);
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, a->procs, O_WRONLY | O_CLOEXEC));
   for (;;) {
     if (fd >= 0 && ::syscall(SYS_write, fd, "0", 1) != 1) {
       ::syscall(SYS_close, fd);
@@ -62,9 +69,9 @@ void CgroupWarmup::End(bool join) {
 }
 
 void CgroupWarmup::Run() {
-  ChildStack stack;  // outlives the child: reaped below, before return
-  int pid = CloneVm(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD, const_cast<char*>(procs_.c_str()),
-                    nullptr);
+  ChildStack stack;                                  // outlives the child: reaped below, before return
+  WarmupArgs args{procs_.c_str(), LauncherPidfd()};  // likewise
+  int pid = CloneVm(MoveSelfUntilKilled, stack.top(), CLONE_VM | SIGCHLD, &args, nullptr);
   if (pid < 0) return;
   {
     std::unique_lock<std::mutex> lk(mu_);

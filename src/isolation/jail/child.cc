@@ -26,6 +26,7 @@
 #include "base/fd_passing.h"
 #include "base/raw_ids.h"
 #include "confine/confine.h"
+#include "isolation/jail/launcher_tie.h"
 
 namespace skiff::jail {
 namespace {
@@ -149,10 +150,11 @@ int RunChild(void* arg) noexcept {
   const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
   // If the launching process dies before this init leaves the host's
   // privileges (it waits on the launcher's cgroup thread below), the init
-  // dies too instead of waiting forever with a copy of the launcher's
-  // descriptors. The setting clears itself at setresuid below, so the agent
-  // is not tied to the launching thread's lifetime.
-  Check(p, ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl", "PR_SET_PDEATHSIG");
+  // dies too instead of waiting with a copy of the launcher's descriptors —
+  // also when the launcher died before this line ran (launcher_tie.h). The
+  // setting clears itself at setresuid below, so the agent is not tied to
+  // the launching thread's lifetime.
+  if (!TieToLauncher(p.launcher_pidfd)) Fail(p, ECHILD, "prctl(PR_SET_PDEATHSIG)", "the launcher");
   // A session of its own, without the launcher's controlling terminal: an
   // agent holding the operator's terminal as its controlling tty could type
   // into the operator's shell with TIOCSTI. (On a terminal that is not its

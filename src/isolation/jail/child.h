@@ -35,7 +35,8 @@ struct ChildLayer {
 inline constexpr int kMaxCgroupBases = 8;
 
 struct ChildPlan {
-  int sock_fd = -1;  // becomes fd 3 of the agent
+  int sock_fd = -1;         // becomes fd 3 of the agent
+  int launcher_pidfd = -1;  // LauncherPidfd() (launcher_tie.h)
   // When >= 0: the host's window into the sandbox's writable state (for
   // snapshots), sent over this socket as O_PATH descriptors, one per
   // message: 's' the per-sandbox tmpfs (the overlays' upper directories),

@@ -39,6 +39,7 @@
 #include "isolation/jail/child.h"
 #include "isolation/jail/fs_paths.h"
 #include "isolation/jail/jail_snapshot.h"
+#include "isolation/jail/launcher_tie.h"
 #include "isolation/jail/orphans.h"
 #include "isolation/jail/rootfs_plan.h"
 #include "isolation/jail/uid_slots.h"
@@ -447,6 +448,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
 
   jail::ChildPlan plan;
   plan.sock_fd = child_end.get();
+  plan.launcher_pidfd = jail::LauncherPidfd();
   plan.state_sock = state_child.get();
   plan.agent_fd = agent.get();
   ChildFailure report;

@@ -10,9 +10,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 #include "base/file_io.h"
+#include "isolation/jail/launcher_tie.h"
 #include "isolation/jail/uid_slots.h"
 
 namespace skiff::jail {
@@ -20,9 +22,10 @@ namespace {
 
 // Async-signal-safe: the user-namespace holder only waits to be killed (or
 // dies with the thread that made it, should the launcher be killed first).
-// Exits at once if the death signal cannot be set (MakeUserNamespace sees it).
-SKIFF_CLONE_CHILD int HoldNamespace(void*) {
-  if (::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) ::syscall(SYS_exit_group, 125);
+// Exits at once if the death signal cannot be set (MakeUserNamespace sees it)
+// or the launcher is already gone. `arg`: LauncherPidfd().
+SKIFF_CLONE_CHILD int HoldNamespace(void* arg) {
+  if (!TieToLauncher(static_cast<int>(reinterpret_cast<intptr_t>(arg)))) ::syscall(SYS_exit_group, 125);
   for (;;) ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0);
   return 0;
 }
@@ -32,8 +35,8 @@ SKIFF_CLONE_CHILD int HoldNamespace(void*) {
 Result<std::unique_ptr<UserNamespace>> MakeUserNamespace(uint32_t base) {
   auto ns = std::make_unique<UserNamespace>();
   int pidfd = -1;
-  int pid = CloneVm(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD, nullptr,
-                    &pidfd);
+  int pid = CloneVm(HoldNamespace, ns->stack.top(), CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD,
+                    reinterpret_cast<void*>(static_cast<intptr_t>(LauncherPidfd())), &pidfd);
   if (pid < 0) return Error::Sys(Code::kS300, "clone", "CLONE_NEWUSER", errno);
   ns->holder = Process(pid, UniqueFd(pidfd));
   std::string proc = "/proc/" + std::to_string(pid);
