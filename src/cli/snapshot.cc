@@ -47,13 +47,15 @@ int List(const SnapshotFlags& f) {
     std::printf("%s\n", api::Dump(*r).c_str());
     return rc;
   }
-  std::printf("%s%s%s%s%s%s\n", Pad("SNAPSHOT ID", 38).c_str(), Pad("NAME", 18).c_str(), Pad("IMAGE", 10).c_str(),
-              Pad("ISOLATION", 11).c_str(), Pad("CONTENTS", 13).c_str(), "SIZE");
+  std::printf("%s%s%s%s%s%s\n", Pad("SNAPSHOT ID", 38).c_str(), Pad("NAME", 18).c_str(),
+              Pad("IMAGE", 10).c_str(), Pad("ISOLATION", 11).c_str(), Pad("CONTENTS", 13).c_str(), "SIZE");
   for (const auto& s : (*r)["snapshots"]) {
     std::string name = s["name"].is_string() ? s["name"].get<std::string>() : "-";
-    std::printf("%s%s%s%s%s%s\n", Pad(s.value("snapshot_id", std::string()), 38).c_str(), Pad(name, 18).c_str(),
-                Pad(s.value("image", std::string()), 10).c_str(), Pad(s.value("isolation", std::string()), 11).c_str(),
-                Pad(s.value("contents", std::string()), 13).c_str(), Size(s.value("size_bytes", uint64_t{0})).c_str());
+    std::printf("%s%s%s%s%s%s\n", Pad(s.value("snapshot_id", std::string()), 38).c_str(),
+                Pad(name, 18).c_str(), Pad(s.value("image", std::string()), 10).c_str(),
+                Pad(s.value("isolation", std::string()), 11).c_str(),
+                Pad(s.value("contents", std::string()), 13).c_str(),
+                Size(s.value("size_bytes", uint64_t{0})).c_str());
   }
   return rc;
 }
@@ -63,8 +65,10 @@ int Remove(const SnapshotFlags& f) {
   for (const auto& ref : f.refs) {
     int one = 0;
     auto r = CallFunction(f.client, "sandbox::snapshot::delete", {{"snapshot", ref}}, &one);
-    if (!r) rc = one;
-    else if (f.client.json_out) std::printf("%s\n", api::Dump(*r).c_str());
+    if (!r)
+      rc = one;
+    else if (f.client.json_out)
+      std::printf("%s\n", api::Dump(*r).c_str());
   }
   return rc;
 }
@@ -104,7 +108,8 @@ void AddSnapshotCommands(CLI::App& app, int& rc) {
     rc = Save(*save);
   });
 
-  auto* fork = app.add_subcommand("fork", "create sandboxes from one sandbox's current state; prints their ids");
+  auto* fork =
+      app.add_subcommand("fork", "create sandboxes from one sandbox's current state; prints their ids");
   auto fk = std::make_shared<SnapshotFlags>();
   AddClientFlags(fork, fk->client);
   fork->add_option("sandbox", fk->sandbox_id)->required();

@@ -38,7 +38,8 @@ Result<json> HandleFork(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::string id, ReadSandboxId(f));
   SKIFF_ASSIGN_OR_RETURN(std::optional<uint64_t> count, f.OptUint("count", 16));
   if (count && *count == 0) return InvalidRequest("field 'count': must be between 1 and 16");
-  SKIFF_ASSIGN_OR_RETURN(std::vector<CreateResult> made, ctx.manager.Fork(id, static_cast<uint32_t>(count.value_or(1))));
+  SKIFF_ASSIGN_OR_RETURN(std::vector<CreateResult> made,
+                         ctx.manager.Fork(id, static_cast<uint32_t>(count.value_or(1))));
   json arr = json::array();
   for (const CreateResult& c : made)
     arr.push_back({{"sandbox_id", c.sandbox_id}, {"image", c.image}, {"isolation", c.isolation}});

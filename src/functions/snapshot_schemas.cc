@@ -12,9 +12,9 @@ using nlohmann::json;
 const char* kSnapEx = "9b2e4c7a-1d3f-4e5a-8b6c-7d8e9f0a1b2c";
 
 json SnapshotExample() {
-  return {{"snapshot_id", kSnapEx},   {"name", "after-install"}, {"source_sandbox_id", kUuidEx},
-          {"image", "python"},        {"isolation", "jail"},     {"cpus", 1},
-          {"memory_mb", 512},         {"contents", "disk"},      {"size_bytes", 18432},
+  return {{"snapshot_id", kSnapEx},  {"name", "after-install"}, {"source_sandbox_id", kUuidEx},
+          {"image", "python"},       {"isolation", "jail"},     {"cpus", 1},
+          {"memory_mb", 512},        {"contents", "disk"},      {"size_bytes", 18432},
           {"created_at", 1764892800}};
 }
 
@@ -48,17 +48,20 @@ json SnapshotObject(std::string description) {
 
 }  // namespace
 
-void AddSnapshotDefinitions(json& d) { d["snapshot"] = SnapshotObject("A saved sandbox state (docs/snapshots.md)"); }
+void AddSnapshotDefinitions(json& d) {
+  d["snapshot"] = SnapshotObject("A saved sandbox state (docs/snapshots.md)");
+}
 
 bool SnapshotSchemas(std::string_view id, FunctionSchemas* s) {
   if (id == "sandbox::snapshot") {
     s->request = Root(
         id,
-        Object("Saves a running or paused sandbox (it runs on, or stays paused): its files, and on the microVM "
-               "its processes too",
-               {{"sandbox_id", SandboxIdProp()},
-                {"name", RefProp("Optional unique name, usable wherever the snapshot id is (not a UUID)")}},
-               {"sandbox_id"}),
+        Object(
+            "Saves a running or paused sandbox (it runs on, or stays paused): its files, and on the microVM "
+            "its processes too",
+            {{"sandbox_id", SandboxIdProp()},
+             {"name", RefProp("Optional unique name, usable wherever the snapshot id is (not a UUID)")}},
+            {"sandbox_id"}),
         json::array({{{"sandbox_id", kUuidEx}}, {{"sandbox_id", kUuidEx}, {"name", "after-install"}}}), true);
     s->response = Root(id, SnapshotObject("The new snapshot"), json::array({SnapshotExample()}), false);
     return true;
@@ -77,11 +80,11 @@ bool SnapshotSchemas(std::string_view id, FunctionSchemas* s) {
                       Object("Deletes a snapshot and its files",
                              {{"snapshot", RefProp("The snapshot's id or name")}}, {"snapshot"}),
                       json::array({{{"snapshot", "after-install"}}}), true);
-    s->response = Root(id,
-                       Object("Delete acknowledgement",
-                              {{"snapshot", Str("As given")}, {"deleted", Bool("Always true")}},
-                              {"snapshot", "deleted"}),
-                       json::array({{{"snapshot", "after-install"}, {"deleted", true}}}), false);
+    s->response = Root(
+        id,
+        Object("Delete acknowledgement", {{"snapshot", Str("As given")}, {"deleted", Bool("Always true")}},
+               {"snapshot", "deleted"}),
+        json::array({{{"snapshot", "after-install"}, {"deleted", true}}}), false);
     return true;
   }
   if (id == "sandbox::fork") {
@@ -89,26 +92,32 @@ bool SnapshotSchemas(std::string_view id, FunctionSchemas* s) {
         id,
         Object("Creates count new sandboxes from one sandbox's current state, each with its own identity",
                {{"sandbox_id", SandboxIdProp()},
-                {"count", {{"type", "integer"}, {"minimum", 1}, {"maximum", 16}, {"default", 1},
-                           {"description", "How many copies, 1-16"}}}},
+                {"count",
+                 {{"type", "integer"},
+                  {"minimum", 1},
+                  {"maximum", 16},
+                  {"default", 1},
+                  {"description", "How many copies, 1-16"}}}},
                {"sandbox_id"}),
         json::array({{{"sandbox_id", kUuidEx}, {"count", 2}}}), true);
-    s->response = Root(
-        id,
-        Object("The copies",
-               {{"sandbox_id", Str("The source")},
-                {"sandboxes",
-                 {{"type", "array"},
-                  {"items", Object("A copy",
-                                   {{"sandbox_id", Str("New canonical UUID")},
-                                    {"image", Str("The source's image")},
-                                    {"isolation", Str("The source's backend")}},
-                                   {"sandbox_id", "image", "isolation"})},
-                  {"description", "The new sandboxes"}}}},
-               {"sandbox_id", "sandboxes"}),
-        json::array({{{"sandbox_id", kUuidEx},
-                      {"sandboxes", json::array({{{"sandbox_id", kSnapEx}, {"image", "python"}, {"isolation", "jail"}}})}}}),
-        false);
+    s->response =
+        Root(id,
+             Object("The copies",
+                    {{"sandbox_id", Str("The source")},
+                     {"sandboxes",
+                      {{"type", "array"},
+                       {"items", Object("A copy",
+                                        {{"sandbox_id", Str("New canonical UUID")},
+                                         {"image", Str("The source's image")},
+                                         {"isolation", Str("The source's backend")}},
+                                        {"sandbox_id", "image", "isolation"})},
+                       {"description", "The new sandboxes"}}}},
+                    {"sandbox_id", "sandboxes"}),
+             json::array(
+                 {{{"sandbox_id", kUuidEx},
+                   {"sandboxes",
+                    json::array({{{"sandbox_id", kSnapEx}, {"image", "python"}, {"isolation", "jail"}}})}}}),
+             false);
     return true;
   }
   return false;
