@@ -104,6 +104,11 @@ class Isolator {
   virtual Status Available() = 0;
   // Starts the agent. On failure leaves nothing behind (S300 "boot: ...").
   virtual Result<std::unique_ptr<Instance>> Start(const SandboxPolicy& policy) = 0;
+  // A sandbox an earlier daemon hibernated, saved in policy.restore_dir
+  // (policy.id and hostname as when it ran): an instance in Hibernate's
+  // state, not running, that Wake(policy.restore_dir) starts. Checks the
+  // save against this host first. Pure virtual: each backend says.
+  virtual Result<std::unique_ptr<Instance>> Dormant(const SandboxPolicy& policy) = 0;
   // Removes leftovers of earlier runs (after a daemon crash).
   virtual void CleanupOrphans() = 0;
   // doctor: per-check facts about this host.

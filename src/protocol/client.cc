@@ -754,6 +754,15 @@ Status Client::Suspend() {
   return OkStatus();
 }
 
+Result<std::shared_ptr<Client>> Client::Dormant() {
+  std::shared_ptr<Client> c(new Client(UniqueFd()));
+  if (::pipe2(c->wake_, O_CLOEXEC | O_NONBLOCK) < 0) return Error::Sys(Code::kS300, "pipe2", "wake", errno);
+  c->holding_ = true;
+  c->suspending_ = true;
+  c->suspended_ = true;
+  return c;
+}
+
 bool Client::suspended() const {
   std::lock_guard<std::mutex> lk(mu_);
   return suspended_;

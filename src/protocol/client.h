@@ -179,6 +179,9 @@ class Client : public std::enable_shared_from_this<Client> {
   // connection is dead, as after any failure, and the death callback runs.
   Status Rebind(UniqueFd fd, std::chrono::milliseconds timeout);
   bool suspended() const;
+  // A client in Suspend()'s state with no channel yet: for a sandbox an
+  // earlier daemon hibernated; Rebind gives it the channel of its wake.
+  static Result<std::shared_ptr<Client>> Dormant();
   // How long a write may wait on a full channel without progress before the
   // connection is failed (kIoError): an agent that stops reading cannot
   // hold a host thread. Default kWriteStall; tests shorten it.

@@ -65,6 +65,7 @@ SandboxManager::SandboxManager(Config config, std::map<std::string, std::unique_
     default_isolation_ = config_.isolation;
   }
   snapshots_.Load();
+  AdoptHibernated();
   reaper_.Start();
   pool_.Start();
 }
@@ -214,30 +215,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
 
   auto sb = std::make_shared<Sandbox>();
   sb->id = NewUuid();
-  sb->image = p.image;
-  sb->isolation = p.isolation;
-  sb->cpus = p.cpus;
-  sb->memory_mb = p.memory_mb;
-  sb->network = p.network;
-  sb->image_env = img.env;
-  sb->image_workdir = img.workdir;
-  sb->image_user = img.user;
-  sb->image_lease = img.lease;
-
-  SandboxPolicy policy;
-  policy.id = sb->id;
-  policy.hostname = "skiff-" + sb->id.substr(0, 8);
-  policy.rootfs = img.rootfs;
-  policy.cpus = p.cpus;
-  policy.memory_mb = p.memory_mb;
-  policy.network = p.network;
-  if (p.network) {
-    policy.net_host_ports = config_.network.host_ports;
-    policy.net_allow = config_.network.allow;
-  }
-  policy.state_dir = paths::RuntimeDir() + "/sandboxes/" + sb->id;
-  policy.restore_dir = p.restore_dir;
-
+  SandboxPolicy policy = PrepareBoot(*sb, p, img);
   auto deadline = Clock::now() + kBootTimeout;
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso_it->second->Start(policy));
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -253,6 +231,33 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
   }
   sb->client = std::move(client).value();
   return sb;
+}
+
+SandboxPolicy SandboxManager::PrepareBoot(Sandbox& sb, const BootParams& p, const ResolvedImage& img) const {
+  sb.image = p.image;
+  sb.isolation = p.isolation;
+  sb.cpus = p.cpus;
+  sb.memory_mb = p.memory_mb;
+  sb.network = p.network;
+  sb.image_env = img.env;
+  sb.image_workdir = img.workdir;
+  sb.image_user = img.user;
+  sb.image_lease = img.lease;
+
+  SandboxPolicy policy;
+  policy.id = sb.id;
+  policy.hostname = "skiff-" + sb.id.substr(0, 8);
+  policy.rootfs = img.rootfs;
+  policy.cpus = p.cpus;
+  policy.memory_mb = p.memory_mb;
+  policy.network = p.network;
+  if (p.network) {
+    policy.net_host_ports = config_.network.host_ports;
+    policy.net_allow = config_.network.allow;
+  }
+  policy.state_dir = paths::RuntimeDir() + "/sandboxes/" + sb.id;
+  policy.restore_dir = p.restore_dir;
+  return policy;
 }
 
 void SandboxManager::WatchAgent(const std::shared_ptr<Sandbox>& sb) {
@@ -348,6 +353,9 @@ Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& 
 }
 
 void SandboxManager::Shutdown() {
+  // Hibernated sandboxes outlive the daemon: their saved state stays for
+  // the next one (AdoptHibernated).
+  snapshots_.Close();
   std::vector<std::shared_ptr<Sandbox>> all = registry_.BeginShutdown();
   reaper_.Stop();
   for (auto& sb : all) {

@@ -114,6 +114,12 @@ class SandboxManager : public SandboxService {
   // Resolves the image and starts an agent under `p`; the sandbox is in no
   // registry yet. Failures leave nothing behind.
   Result<std::shared_ptr<Sandbox>> Boot(const BootParams& p);
+  // Fills `sb` (its id set) from `p` and `img`; the policy to start it with.
+  SandboxPolicy PrepareBoot(Sandbox& sb, const BootParams& p, const ResolvedImage& img) const;
+  // At start: the sandboxes an earlier daemon hibernated are listed again,
+  // paused and hibernated, under their ids (adopt.cc).
+  void AdoptHibernated();
+  Status AdoptOne(const SnapshotRecord& rec);
   // Arms removal on agent death (registry or pool). Call once the sandbox is
   // registered; fires at once when the agent has already died.
   void WatchAgent(const std::shared_ptr<Sandbox>& sb);

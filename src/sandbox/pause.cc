@@ -103,6 +103,17 @@ Status SandboxManager::Hibernate(const std::string& sandbox_id) {
   r.created_unix_ms = NowUnixMillis();
   r.tenant = sb->tenant;
   r.internal = true;
+  // What a later daemon needs to take the sandbox up again (AdoptHibernated).
+  HibernatedSandbox h;
+  h.sandbox_id = sb->id;
+  h.name = sb->name;
+  h.env = sb->env;
+  h.idle_timeout_secs = sb->idle_timeout_secs;
+  h.pause_on_idle = sb->pause_on_idle;
+  h.hibernate_on_idle = sb->hibernate_on_idle;
+  h.auto_resume = sb->auto_resume;
+  h.created_unix_ms = sb->created_unix_ms;
+  r.sandbox = std::move(h);
   Result<SnapshotRecord> rec = snapshots_.Commit(*pending, std::move(r));
   if (!rec.ok()) return std::move(rec).error().With("while hibernating sandbox " + sandbox_id);
   const std::string sid = rec->snapshot_id, user = sb->id;

@@ -1,5 +1,7 @@
 #include "sandbox/snapshot_record.h"
 
+#include <stdexcept>
+
 namespace skiff {
 namespace {
 
@@ -13,6 +15,48 @@ bool IsUuid(const std::string& s) {
     if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+// Bounds on what a record may hold: it is read back from disk.
+constexpr size_t kMaxEnv = 4096;
+constexpr size_t kMaxText = 64 * 1024;
+
+json SandboxJson(const HibernatedSandbox& h) {
+  json env = json::array();
+  for (const auto& [k, v] : h.env) env.push_back(json::array({k, v}));
+  return json{{"sandbox_id", h.sandbox_id},
+              {"name", h.name ? json(*h.name) : json(nullptr)},
+              {"env", std::move(env)},
+              {"idle_timeout_secs", h.idle_timeout_secs},
+              {"pause_on_idle", h.pause_on_idle},
+              {"hibernate_on_idle", h.hibernate_on_idle},
+              {"auto_resume", h.auto_resume},
+              {"created_unix_ms", h.created_unix_ms}};
+}
+
+// Throws (nlohmann's type errors, or std::invalid_argument) on anything malformed.
+HibernatedSandbox SandboxFromJson(const json& j) {
+  HibernatedSandbox h;
+  h.sandbox_id = j.at("sandbox_id").get<std::string>();
+  if (!IsUuid(h.sandbox_id)) throw std::invalid_argument("sandbox_id is not a UUID");
+  if (!j.at("name").is_null()) {
+    h.name = j.at("name").get<std::string>();
+    if (h.name->size() > kMaxText) throw std::invalid_argument("name too long");
+  }
+  const json& env = j.at("env");
+  if (!env.is_array() || env.size() > kMaxEnv) throw std::invalid_argument("env");
+  for (const auto& kv : env) {
+    if (!kv.is_array() || kv.size() != 2) throw std::invalid_argument("env entry");
+    auto k = kv[0].get<std::string>(), v = kv[1].get<std::string>();
+    if (k.size() > kMaxText || v.size() > kMaxText) throw std::invalid_argument("env entry too long");
+    h.env.emplace_back(std::move(k), std::move(v));
+  }
+  h.idle_timeout_secs = j.at("idle_timeout_secs").get<uint64_t>();
+  h.pause_on_idle = j.at("pause_on_idle").get<bool>();
+  h.hibernate_on_idle = j.at("hibernate_on_idle").get<bool>();
+  h.auto_resume = j.at("auto_resume").get<bool>();
+  h.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
+  return h;
 }
 
 }  // namespace
@@ -35,6 +79,7 @@ json SnapshotRecord::ToRecordJson() const {
   j["created_unix_ms"] = created_unix_ms;
   j["tenant"] = tenant;
   j["internal"] = internal;
+  if (sandbox) j["sandbox"] = SandboxJson(*sandbox);
   return j;
 }
 
@@ -53,10 +98,12 @@ Result<SnapshotRecord> SnapshotRecord::FromRecordJson(const json& j) {
     r.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
     r.tenant = j.at("tenant").get<std::string>();
     r.internal = j.at("internal").get<bool>();
+    if (j.contains("sandbox")) r.sandbox = SandboxFromJson(j.at("sandbox"));
   } catch (const std::exception& e) {
     return Platform("snapshot", std::string("malformed snapshot record: ") + e.what());
   }
-  if (!IsUuid(r.snapshot_id) || (r.isolation != "jail" && r.isolation != "microvm"))
+  if (!IsUuid(r.snapshot_id) || (r.isolation != "jail" && r.isolation != "microvm") ||
+      (r.sandbox && !r.internal))
     return Platform("snapshot", "malformed snapshot record");
   return r;
 }

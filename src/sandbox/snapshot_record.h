@@ -4,11 +4,27 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
+#include "sandbox/types.h"
 
 namespace skiff {
+
+// The sandbox a hibernation snapshot holds (pause.cc): what a later daemon
+// needs to list it again under its own id and wake it (manager's
+// AdoptHibernated).
+struct HibernatedSandbox {
+  std::string sandbox_id;
+  std::optional<std::string> name;
+  Env env;  // create-time env
+  uint64_t idle_timeout_secs = 300;
+  bool pause_on_idle = false;
+  bool hibernate_on_idle = false;
+  bool auto_resume = false;
+  int64_t created_unix_ms = 0;
+};
 
 struct SnapshotRecord {
   std::string snapshot_id;  // a UUID
@@ -23,6 +39,9 @@ struct SnapshotRecord {
   int64_t created_unix_ms = 0;
   std::string tenant;
   bool internal = false;
+  // Set on a hibernated sandbox's own snapshot (internal, and kept across
+  // daemon restarts, unlike a fork's).
+  std::optional<HibernatedSandbox> sandbox;
 
   // The public view (no tenant, no internal flag).
   nlohmann::json ToJson() const;

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "base/file_io.h"
 #include "base/fs_util.h"
 #include "base/log.h"
@@ -30,7 +32,7 @@ void SnapshotStore::Load() {
     Result<std::string> text = ReadFile(Dir(id) + "/" + kRecord);
     Result<SnapshotRecord> r = text.ok() ? SnapshotRecord::FromRecordJson(json::parse(*text, nullptr, false))
                                          : Result<SnapshotRecord>(text.error());
-    if (!r.ok() || r->snapshot_id != id || r->internal) {
+    if (!r.ok() || r->snapshot_id != id || (r->internal && !r->sandbox)) {
       remove.push_back(id);  // unfinished, foreign, or a fork's (its sandboxes are gone)
       continue;
     }
@@ -40,6 +42,38 @@ void SnapshotStore::Load() {
     if (Status st = RemoveTree(Dir(id)); !st.ok()) SKIFF_LOG(Warn) << "snapshots: " << st.error().message();
   }
   if (!records_.empty()) SKIFF_LOG(Info) << "snapshots: " << records_.size() << " kept in " << root_;
+}
+
+std::vector<SnapshotRecord> SnapshotStore::Hibernations() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SnapshotRecord> out;
+  for (const auto& [id, r] : records_)
+    if (r.sandbox) out.push_back(r);
+  std::sort(out.begin(), out.end(), [](const SnapshotRecord& a, const SnapshotRecord& b) {
+    return a.created_unix_ms != b.created_unix_ms ? a.created_unix_ms < b.created_unix_ms
+                                                  : a.snapshot_id < b.snapshot_id;
+  });
+  return out;
+}
+
+Result<SnapshotRecord> SnapshotStore::Publish(const std::string& id, const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = records_.find(id);
+  if (it == records_.end()) return NotFound(id);
+  SnapshotRecord r = it->second;
+  r.internal = false;
+  r.sandbox.reset();
+  r.name = name;
+  for (const auto& [rid, other] : records_)
+    if (rid != id && !other.internal && other.name == name) r.name.clear();  // taken: unnamed
+  SKIFF_RETURN_IF_ERROR(WriteFileAtomic(Dir(id) + "/" + kRecord, r.ToRecordJson().dump() + "\n", 0600));
+  it->second = r;
+  return r;
+}
+
+void SnapshotStore::Close() {
+  std::lock_guard<std::mutex> lk(mu_);
+  closed_ = true;
 }
 
 uint64_t SnapshotStore::used_bytes() const {
@@ -173,6 +207,7 @@ void SnapshotStore::Unuse(const std::string& id, const std::string& sandbox_id) 
   u->second.erase(sandbox_id);
   if (!u->second.empty()) return;
   users_.erase(u);
+  if (closed_) return;  // a hibernation stays for the next daemon; a fork's goes at its Load
   if (auto r = records_.find(id); r != records_.end() && r->second.internal) RemoveLocked(id);
 }
 

@@ -6,7 +6,10 @@
 // exceed either). A jail sandbox created from a snapshot reads its files
 // for its whole life, so a snapshot in use cannot be deleted (S008);
 // fork's own snapshots are internal: never listed, removed when their last
-// user goes, and at the next start.
+// user goes, and at the next start. A hibernated sandbox's own snapshot is
+// internal too but kept across restarts (its record names the sandbox),
+// and from Close on (daemon shutdown) no snapshot is removed for lack of
+// users: the next daemon adopts the hibernated sandboxes.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,16 @@ class SnapshotStore {
   SnapshotStore(std::string root, uint64_t max_bytes, uint32_t max_count)
       : root_(std::move(root)), max_bytes_(max_bytes), max_count_(max_count) {}
 
-  // Reads the records; removes unfinished saves and internal snapshots.
+  // Reads the records; removes unfinished saves and internal snapshots
+  // other than hibernations.
   void Load();
+  // The hibernated sandboxes' snapshots, oldest first.
+  std::vector<SnapshotRecord> Hibernations() const;
+  // A hibernation whose sandbox cannot be taken up again becomes an
+  // ordinary listed snapshot named `name`, so nothing of it is lost.
+  Result<SnapshotRecord> Publish(const std::string& id, const std::string& name);
+  // Shutdown: from now on Unuse removes nothing.
+  void Close();
 
   // A directory for a snapshot being saved, counted against the caps
   // until Commit or Abort. S400 at the count cap, S001 for a name in use.
@@ -67,6 +78,7 @@ class SnapshotStore {
   std::map<std::string, SnapshotRecord> records_;
   std::map<std::string, std::string> pending_;          // id -> name
   std::map<std::string, std::set<std::string>> users_;  // id -> sandbox ids
+  bool closed_ = false;
 };
 
 }  // namespace skiff

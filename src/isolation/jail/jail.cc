@@ -549,6 +549,10 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   return std::unique_ptr<Instance>(std::move(inst));
 }
 
+Result<std::unique_ptr<Instance>> JailIsolator::Dormant(const SandboxPolicy&) {
+  return Platform("snapshot", std::string(kJailHibernateNote));
+}
+
 void JailIsolator::CleanupOrphans() {
   jail::OrphanScope scope;
   scope.uid_base = options_.uid_base;

@@ -35,6 +35,8 @@ class JailIsolator : public Isolator {
   std::string_view kind() const override { return "jail"; }
   Status Available() override;
   Result<std::unique_ptr<Instance>> Start(const SandboxPolicy& policy) override;
+  // S300: a jail never hibernates (docs/snapshots.md).
+  Result<std::unique_ptr<Instance>> Dormant(const SandboxPolicy& policy) override;
   void CleanupOrphans() override;
   nlohmann::json Doctor() override;
 

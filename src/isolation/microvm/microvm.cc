@@ -94,7 +94,7 @@ class MicrovmInstance : public Instance {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopped_) return;
     stopped_ = true;
-    if (!proc_.exited()) {
+    if (proc_.valid() && !proc_.exited()) {  // (no VMM: a Dormant() one)
       (void)proc_.Signal(SIGTERM);
       auto r = proc_.Wait(grace);
       if (!r.ok() || !r->has_value()) {
@@ -111,7 +111,7 @@ class MicrovmInstance : public Instance {
 
   bool Running() override {
     std::lock_guard<std::mutex> lk(mu_);
-    if (proc_.exited()) return false;
+    if (!proc_.valid() || proc_.exited()) return false;
     auto r = proc_.Wait(0ms);
     return r.ok() && !r->has_value();
   }
@@ -119,14 +119,14 @@ class MicrovmInstance : public Instance {
   std::string ExitReport() override {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopped_) return report_;
-    if (!proc_.exited()) (void)proc_.Wait(0ms);
+    if (proc_.valid() && !proc_.exited()) (void)proc_.Wait(0ms);
     return ReportLocked();
   }
 
   nlohmann::json Describe() override {
     std::lock_guard<std::mutex> lk(mu_);
     nlohmann::json d = facts_;
-    if (!stopped_ && !proc_.exited()) AddVmmUsage(ReadVmmUsage(pid_, guest_bytes_), d);
+    if (!stopped_ && proc_.valid() && !proc_.exited()) AddVmmUsage(ReadVmmUsage(pid_, guest_bytes_), d);
     return d;
   }
 
@@ -152,6 +152,12 @@ class MicrovmInstance : public Instance {
     hibernated_ = true;
     facts_["hibernated"] = true;
     return saved;
+  }
+
+  // Dormant(): taken up from a hibernation of an earlier daemon, no VMM yet.
+  void MarkHibernated() {
+    std::lock_guard<std::mutex> lk(mu_);
+    hibernated_ = true;
   }
 
   Status CanHibernate() override {
@@ -216,6 +222,7 @@ class MicrovmInstance : public Instance {
   }
 
   std::string ReportLocked() {
+    if (!proc_.valid()) return "no VMM (hibernated)";
     return VmReport(proc_.exited() ? DescribeWaitStatus(*proc_.status()) : "qemu running", state_dir_);
   }
 
@@ -260,6 +267,7 @@ class MicrovmIsolator : public Isolator {
   }
 
   Result<std::unique_ptr<Instance>> Start(const SandboxPolicy& policy) override;
+  Result<std::unique_ptr<Instance>> Dormant(const SandboxPolicy& policy) override;
   void CleanupOrphans() override;
   nlohmann::json Doctor() override;
 };
@@ -336,6 +344,28 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
       new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
                           uint64_t{policy.memory_mb} << 20, std::move(vm->net), std::move(monitor),
                           std::move(shape), std::move(parts), policy.id, GuestHostname(policy.hostname)));
+}
+
+Result<std::unique_ptr<Instance>> MicrovmIsolator::Dormant(const SandboxPolicy& policy) {
+  if (!SafeId(policy.id)) return Platform("boot", "microvm: bad sandbox id");
+  if (policy.restore_dir.empty()) return Platform("boot", "microvm: no saved state to take up");
+  if (policy.network) return Platform("boot", "microvm: a hibernated VM has no network");
+  SKIFF_RETURN_IF_ERROR(Available());
+  const bool kvm = KvmUsable();
+  SKIFF_ASSIGN_OR_RETURN(Parts parts, ResolveParts());
+  // The save must fit this host (accelerator, QEMU, block image) now, not
+  // only when it is woken.
+  SKIFF_ASSIGN_OR_RETURN(LaunchSpec spec, RestoreSpec(policy.restore_dir, policy, parts, kvm));
+  nlohmann::json facts = {
+      {"isolation", "microvm"},        {"accel", kvm ? "kvm" : "tcg"}, {"vcpus", policy.cpus},
+      {"memory_mb", policy.memory_mb}, {"kernel", parts.kernel},       {"restored", true},
+      {"from_snapshot", false},        {"hibernated", true},           {"network", false}};
+  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append};
+  auto inst = std::make_unique<MicrovmInstance>(
+      "", Process(), UniqueFd(), std::move(facts), uint64_t{policy.memory_mb} << 20, nullptr, nullptr,
+      std::move(shape), std::move(parts), policy.id, GuestHostname(policy.hostname));
+  inst->MarkHibernated();
+  return std::unique_ptr<Instance>(std::move(inst));
 }
 
 void MicrovmIsolator::CleanupOrphans() {
