@@ -37,9 +37,8 @@ Status SandboxManager::AdoptOne(const SnapshotRecord& rec) {
 
   auto sb = std::make_shared<Sandbox>();
   sb->id = h.sandbox_id;
-  SandboxPolicy policy =
-      PrepareBoot(*sb, {rec.image, rec.isolation, rec.cpus, rec.memory_mb, false, snapshots_.Dir(rec.snapshot_id)},
-                  img);
+  SandboxPolicy policy = PrepareBoot(
+      *sb, {rec.image, rec.isolation, rec.cpus, rec.memory_mb, false, snapshots_.Dir(rec.snapshot_id)}, img);
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso->second->Dormant(policy));
   SKIFF_ASSIGN_OR_RETURN(sb->client, proto::Client::Dormant());
   sb->name = h.name;
@@ -64,7 +63,8 @@ Status SandboxManager::AdoptOne(const SnapshotRecord& rec) {
   snapshots_.Use(sid, user);
   {
     std::lock_guard<std::mutex> lk(sb->pause_mu);
-    sb->hibernation = std::shared_ptr<void>(nullptr, [this, sid, user](void*) { snapshots_.Unuse(sid, user); });
+    sb->hibernation =
+        std::shared_ptr<void>(nullptr, [this, sid, user](void*) { snapshots_.Unuse(sid, user); });
   }
   WatchAgent(sb);
   SKIFF_LOG(Info) << "sandbox " << sb->id << ": hibernated, taken up from snapshot " << sid;

@@ -81,11 +81,11 @@ TEST_F(SnapshotStoreTest, NamesCapsAndDelete) {
   EXPECT_EQ(s.List().size(), 2u) << "nor listed";
 
   s.Use(a->snapshot_id, "sb-1");
-  EXPECT_EQ(s.Delete("a").code(), Code::kS008);
+  EXPECT_EQ(s.Delete("a").error().code(), Code::kS008);
   s.Unuse(a->snapshot_id, "sb-1");
   EXPECT_TRUE(s.Delete("a").ok());
   EXPECT_FALSE(Exists(s.Dir(a->snapshot_id)));
-  EXPECT_EQ(s.Delete("a").code(), Code::kS007);
+  EXPECT_EQ(s.Delete("a").error().code(), Code::kS007);
   EXPECT_EQ(s.Get("a").error().code(), Code::kS007);
 }
 
@@ -132,13 +132,15 @@ TEST_F(SnapshotStoreTest, ARestartKeepsSnapshotsAndHibernationsOnly) {
   }
   // Hostile or broken records.
   ASSERT_EQ(::mkdir((root_ + "/00000000-0000-4000-8000-00000000000b").c_str(), 0700), 0);
-  ASSERT_TRUE(WriteFileAtomic(root_ + "/00000000-0000-4000-8000-00000000000b/record.json", "{not json", 0600).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(root_ + "/00000000-0000-4000-8000-00000000000b/record.json", "{not json", 0600).ok());
   ASSERT_EQ(::mkdir((root_ + "/00000000-0000-4000-8000-00000000000c").c_str(), 0700), 0);
   {
     // Another snapshot's record copied in: its id is not its directory's.
     std::ifstream in(root_ + "/" + listed + "/record.json");
     std::string text((std::istreambuf_iterator<char>(in)), {});
-    ASSERT_TRUE(WriteFileAtomic(root_ + "/00000000-0000-4000-8000-00000000000c/record.json", text, 0600).ok());
+    ASSERT_TRUE(
+        WriteFileAtomic(root_ + "/00000000-0000-4000-8000-00000000000c/record.json", text, 0600).ok());
   }
 
   SnapshotStore s(root_, 1 << 20, 10);
