@@ -480,6 +480,14 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
       ir.pid = ::getpid();
       ir.restored = restored_;
       r = ir.ToJson();
+    } else if (op == o::kClock) {
+      auto c = proto::ClockRequest::FromJson(req);
+      if (!c.ok()) return SendError(id, c.error());
+      // A jail's clock is the host's own, and its root may not set it.
+      if (!opt_.vm) return SendError(id, Error(Code::kS219, "clock: only a VM guest sets its clock"));
+      Status st = VmSetClock(c->realtime_ns);
+      if (!st.ok()) return SendError(id, st.error());
+      r = proto::EmptyResult{}.ToJson();
     } else if (op == o::kShutdown) {
       auto sd = proto::ShutdownRequest::FromJson(req);
       if (!sd.ok()) return SendError(id, sd.error());
@@ -812,7 +820,7 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
-          std::string(o::kQuiesce)};
+          std::string(o::kQuiesce),    std::string(o::kClock)};
 }
 
 Status PrepareProcess() {

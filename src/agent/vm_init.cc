@@ -186,6 +186,14 @@ bool IsVmGuestInit() { return ::getpid() == 1 && ::access(kMarker, F_OK) == 0; }
 
 int64_t VmReadyMillis() { return g_ready_ms; }
 
+Status VmSetClock(int64_t realtime_ns) {
+  if (realtime_ns <= 0) return InvalidRequest("clock: bad realtime_ns");
+  timespec ts{static_cast<time_t>(realtime_ns / 1000000000), static_cast<long>(realtime_ns % 1000000000)};
+  if (::clock_settime(CLOCK_REALTIME, &ts) != 0)
+    return Error::Sys(Code::kS300, "clock_settime", "CLOCK_REALTIME", errno);
+  return OkStatus();
+}
+
 Status VmResume(std::string_view seed, int64_t realtime_ns, std::string_view hostname) {
   if (seed.size() < 32 || seed.size() > 256) return InvalidRequest("resume: seed must be 32-256 bytes");
   if (realtime_ns <= 0) return InvalidRequest("resume: bad realtime_ns");
@@ -208,9 +216,7 @@ Status VmResume(std::string_view seed, int64_t realtime_ns, std::string_view hos
   ::close(fd);
   explicit_bzero(buf, sizeof buf);
   if (rc != 0) return Error::Sys(Code::kS300, "ioctl(RNDRESEEDCRNG)", "/dev/urandom", err);
-  timespec ts{static_cast<time_t>(realtime_ns / 1000000000), static_cast<long>(realtime_ns % 1000000000)};
-  if (::clock_settime(CLOCK_REALTIME, &ts) != 0)
-    return Error::Sys(Code::kS300, "clock_settime", "CLOCK_REALTIME", errno);
+  SKIFF_RETURN_IF_ERROR(VmSetClock(realtime_ns));
   if (!hostname.empty() && ::sethostname(hostname.data(), hostname.size()) != 0)
     return Error::Sys(Code::kS300, "sethostname", std::string(hostname), errno);
   return OkStatus();

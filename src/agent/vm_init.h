@@ -41,6 +41,11 @@ Result<int> VmInit();
 // -1 when VmInit() has not run (e.g. in the jail).
 int64_t VmReadyMillis();
 
+// Sets CLOCK_REALTIME (nanoseconds since the epoch): a guest's clock stands
+// still while its vCPUs are stopped, so the host sends its own after an
+// in-memory pause (protocol op "clock") and with a resume HELLO.
+Status VmSetClock(int64_t realtime_ns);
+
 // A VM restored from a snapshot is a copy of a template guest: same CRNG
 // state, a wall clock stopped at the snapshot, the template's hostname.
 // VmResume makes it this sandbox's own: mixes `seed` (fresh host entropy,

@@ -78,6 +78,10 @@ class Instance {
   // Pause leaves the sandbox running. Stop() works on a paused sandbox.
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;
+  // Whether the sandbox's own clock stood still while it was paused (a VM
+  // guest's does; a jail reads the host's), so the caller sets it after
+  // Resume (protocol op "clock").
+  virtual bool ClockStopsWhilePaused() const = 0;
   // Saves the sandbox's state into the empty directory `dir` (files 0600),
   // at most `max_bytes` (S400 beyond): memory and disk where the backend
   // can, the writable layer otherwise. The sandbox runs on afterwards (a

@@ -50,6 +50,16 @@ Result<QuiesceRequest> QuiesceRequest::FromJson(const json& j) {
   return QuiesceRequest{};
 }
 
+json ClockRequest::ToJson() const { return json{{"op", kOp}, {"realtime_ns", realtime_ns}}; }
+
+Result<ClockRequest> ClockRequest::FromJson(const json& j) {
+  SKIFF_RETURN_IF_ERROR(field::RequireOp(j, kOp));
+  constexpr int64_t k2000 = int64_t{946684800} * 1000000000;   // 2000-01-01
+  constexpr int64_t k2200 = int64_t{7258118400} * 1000000000;  // 2200-01-01
+  SKIFF_ASSIGN_OR_RETURN(int64_t ns, field::IntIn(j, "realtime_ns", k2000, k2200));
+  return ClockRequest{ns};
+}
+
 json EmptyResult::ToJson() const { return json::object(); }
 
 Result<EmptyResult> EmptyResult::FromJson(const json& j) {

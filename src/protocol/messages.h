@@ -66,6 +66,9 @@
 //                                                        from the agent until the host ends
 //                                                        stdin (RESULT {}) or cancels; a snapshot
 //                                                        is taken in between (docs/snapshots.md)
+//   clock       realtime_ns (ClockRequest)               RESULT {} (EmptyResult): a VM guest sets
+//                                                        its clock (after a pause stopped it);
+//                                                        S219 elsewhere
 //
 // Details of the agent's answers (additive to the table above):
 //   - exec RESULT "signal" is the terminating signal number, 0 when the
@@ -143,6 +146,18 @@ struct QuiesceRequest {
   nlohmann::json ToJson() const;
   static Result<QuiesceRequest> FromJson(const nlohmann::json& j);
   bool operator==(const QuiesceRequest&) const = default;
+};
+
+// The host's wall clock for a VM guest whose clock stood still while its
+// vCPUs were stopped (an in-memory pause). Nanoseconds since the epoch,
+// after 2000-01-01 and before 2200-01-01.
+struct ClockRequest {
+  static constexpr std::string_view kOp = op::kClock;
+  int64_t realtime_ns = 0;
+
+  nlohmann::json ToJson() const;
+  static Result<ClockRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const ClockRequest&) const = default;
 };
 
 // RESULT {} (fs.read, shutdown).

@@ -2,14 +2,22 @@
 // auto-resume of calls that need it running). The backend stops and starts
 // the processes (Instance::Pause/Resume); the registry records the state,
 // which every call that needs the agent checks (S005).
+#include <time.h>
+
 #include <chrono>
 #include <mutex>
 
 #include "base/log.h"
 #include "base/text.h"
+#include "protocol/messages.h"
 #include "sandbox/manager.h"
 
 namespace skiff {
+namespace {
+
+constexpr auto kClockTimeout = std::chrono::seconds(5);
+
+}  // namespace
 
 Status SandboxManager::Pause(const std::string& sandbox_id) {
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
@@ -152,6 +160,18 @@ Status SandboxManager::Resume(const std::string& sandbox_id) {
   if (!st.ok()) {
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
     return std::move(st).error().With("while resuming sandbox " + sandbox_id);
+  }
+  // The guest's clock stood still while it was paused: it is set to the
+  // host's before anything else reaches the agent. (A failure leaves the
+  // sandbox running, its clock behind; logged.)
+  if (sb->instance->ClockStopsWhilePaused()) {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    proto::ClockRequest clock{int64_t{now.tv_sec} * 1000000000 + now.tv_nsec};
+    Result<nlohmann::json> set = sb->client->Call(clock, std::chrono::steady_clock::now() + kClockTimeout);
+    if (!set.ok())
+      SKIFF_LOG(Warn) << "sandbox " << sandbox_id << ": setting its clock after the resume: "
+                      << set.error().message();
   }
   // Activity: the idle clock starts again from the resume.
   sb->Touch();

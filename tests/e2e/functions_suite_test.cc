@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -632,6 +633,22 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   if (!vm) CallOk("sandbox::snapshot::delete", {{"snapshot", name}});
   CallErr("sandbox::snapshot::delete", {{"snapshot", name}}, "S007");
   EXPECT_TRUE(CallOk("sandbox::snapshot::list", json::object())["snapshots"].empty());
+}
+
+// The sandbox's clock is right after a pause: a VM guest's clock stands
+// still while its vCPUs are stopped, and the resume sets it from the host's.
+TEST_P(FunctionsSuite, TheClockIsRightAfterAPause) {
+  std::string id = CallOk("sandbox::create", {{"image", "base"}, {"isolation", iso()}})["sandbox_id"];
+  CallOk("sandbox::pause", {{"sandbox_id", id}});
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  CallOk("sandbox::resume", {{"sandbox_id", id}});
+  json r = CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"date", "+%s"}}});
+  const int64_t host = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  const int64_t guest = std::stoll(r["stdout"].get<std::string>());
+  EXPECT_LE(std::llabs(host - guest), 1) << "guest " << guest << ", host " << host;
+  CallOk("sandbox::stop", {{"sandbox_id", id}, {"wait", true}});
 }
 
 TEST_P(FunctionsSuite, ExecFieldsDefaultsAndErrors) {

@@ -89,6 +89,18 @@ TEST(ProtocolMessages, InfoAndShutdown) {
   ExpectRefused<InfoResult>(With(good, "kernel", kRemove), Code::kS300);
 }
 
+TEST(ProtocolMessages, ClockRequest) {
+  ExpectWire(ClockRequest{1764892800123456789}, R"({"op":"clock","realtime_ns":1764892800123456789})");
+  json good = ClockRequest{1764892800123456789}.ToJson();
+  ExpectIntChecked<ClockRequest>(good, "realtime_ns", Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "realtime_ns", kRemove), Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "realtime_ns", 0), Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "realtime_ns", -1), Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "realtime_ns", "1764892800123456789"), Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "realtime_ns", int64_t{7258118400} * 1000000000 + 1), Code::kS001);
+  ExpectRefused<ClockRequest>(With(good, "op", "quiesce"), Code::kS001);
+}
+
 TEST(ProtocolMessages, AgentError) {
   AgentError e{Code::kS211, "file not found: /a", nullptr, std::nullopt};
   ExpectWire(e, R"({"code":"S211","message":"file not found: /a"})");

@@ -171,6 +171,7 @@ class JailInstance : public Instance {
   }
 
   bool SnapshotNeedsQuiesce() const override { return false; }
+  bool ClockStopsWhilePaused() const override { return false; }
 
   // Hibernation needs the processes checkpointed (CRIU), not only the files
   // (docs/snapshots.md, "The jail's processes").

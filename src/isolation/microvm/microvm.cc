@@ -134,6 +134,8 @@ class MicrovmInstance : public Instance {
   Status Resume() override { return RunState("cont"); }
 
   bool SnapshotNeedsQuiesce() const override { return true; }
+  // "stop" stops the guest's clock with its vCPUs (QEMU's virtual clock).
+  bool ClockStopsWhilePaused() const override { return true; }
 
   Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) override {
     std::lock_guard<std::mutex> lk(mu_);
