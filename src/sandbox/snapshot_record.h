@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -29,5 +30,20 @@ struct SnapshotRecord {
   nlohmann::json ToRecordJson() const;  // on disk
   static Result<SnapshotRecord> FromRecordJson(const nlohmann::json& j);
 };
+
+// The form of a snapshot's id or name wherever one is given
+// (docs/snapshots.md): 1 to kMaxSnapshotRef letters, digits, '-', '_' and
+// '.'.
+inline constexpr size_t kMaxSnapshotRef = 64;
+inline bool IsSnapshotRefChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+inline bool IsSnapshotRef(std::string_view ref) {
+  if (ref.empty() || ref.size() > kMaxSnapshotRef) return false;
+  for (char c : ref)
+    if (!IsSnapshotRefChar(c)) return false;
+  return true;
+}
 
 }  // namespace skiff
