@@ -482,6 +482,10 @@ TEST_F(E2bSnapshotTest, UnknownOrUnbookedSandboxIs404AndNothingIsSaved) {
     EXPECT_NE(c.Json().value("message", ""), "");
   }
   EXPECT_TRUE(Fake().snapshots.empty());
+  Captured fork = Run(Control("POST", Base() + "/fork"), "{}");
+  EXPECT_EQ(fork.status, 404);
+  EXPECT_EQ(fork.Json().value("code", 0), 404);
+  EXPECT_EQ(Fake().last_fork_count, 0u) << "nothing was forked";
 }
 
 TEST_F(E2bSnapshotTest, HostileSnapshotBodiesAre400AndSaveNothing) {
@@ -618,15 +622,23 @@ TEST_F(E2bSnapshotTest, CreateFromASnapshotByIdOrName) {
     EXPECT_EQ(c.Json()["templateID"], ref);
     EXPECT_EQ(c.Json()["envdAccessToken"].get<std::string>().size(), 64u);
   }
-  // An image of the name wins over a snapshot of it; an unknown name stays
-  // an image name.
-  SnapshotRecord shadowed;
-  shadowed.snapshot_id = "6b6b6b6b-0000-4000-8000-000000000003";
-  shadowed.name = "base";
-  Fake().snapshots.push_back(shadowed);
+  // An alias or a catalog image of the name wins over a snapshot of it
+  // (named through the native API); an unknown name stays an image name.
+  CatalogEntry python;
+  python.name = "python";
+  Fake().catalog.push_back(python);
+  for (const char* name : {"base", "python"}) {
+    SnapshotRecord shadowed;
+    shadowed.snapshot_id = "6b6b6b6b-0000-4000-8000-00000000000" + std::to_string(Fake().snapshots.size());
+    shadowed.name = name;
+    Fake().snapshots.push_back(shadowed);
+  }
   Create(json{{"templateID", "base"}});
   EXPECT_FALSE(Fake().last_create.snapshot);
   EXPECT_EQ(Fake().last_create.image, "base");
+  Create(json{{"templateID", "python"}});
+  EXPECT_FALSE(Fake().last_create.snapshot);
+  EXPECT_EQ(Fake().last_create.image, "python");
   Create(json{{"templateID", "not-a-snapshot"}});
   EXPECT_FALSE(Fake().last_create.snapshot);
   EXPECT_EQ(Fake().last_create.image, "not-a-snapshot");
