@@ -27,6 +27,15 @@ std::optional<std::pair<std::string, std::string>> SandboxPath(std::string_view 
   return std::nullopt;
 }
 
+// /templates/{templateID}: the id (no further segments).
+std::optional<std::string> TemplatePath(std::string_view path) {
+  constexpr std::string_view prefix = "/templates/";
+  if (path.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view id = path.substr(prefix.size());
+  if (id.empty() || id.find('/') != std::string_view::npos) return std::nullopt;
+  return std::string(id);
+}
+
 bool IsEnvd(const Request& req) { return !req.Header("e2b-sandbox-id").empty(); }
 
 Reply SandboxGone(const std::string& id) {
@@ -222,6 +231,9 @@ Reply Api::Control(const Request& req, const std::string& body) {
   if (m == "POST" && (req.path == "/sandboxes" || req.path == "/v2/sandboxes")) return Create(*svc, body);
   if (m == "GET" && (req.path == "/sandboxes" || req.path == "/v2/sandboxes"))
     return List(*svc, req, req.path[1] == 'v');
+  if (m == "GET" && req.path == "/snapshots") return ListSnapshots(*svc, req);
+  // E2B's snapshots are templates: the SDK's deleteSnapshot deletes one.
+  if (auto tpl = TemplatePath(req.path); tpl && m == "DELETE") return DeleteSnapshot(*svc, *tpl);
   if (auto sp = SandboxPath(req.path)) {
     const auto& [id, rest] = *sp;
     if (m == "GET" && rest.empty()) return Info(*svc, id);
@@ -229,8 +241,10 @@ Reply Api::Control(const Request& req, const std::string& body) {
     if (m == "POST" && rest == "/connect") return Connect(*svc, id, body);
     if (m == "POST" && rest == "/timeout") return SetTimeout(*svc, id, body);
     if (m == "POST" && rest == "/pause") return Pause(*svc, id);
-    if (rest == "/pause" || rest == "/resume" || rest == "/snapshots" || rest == "/fork" ||
-        rest == "/metrics" || rest == "/network" || rest == "/refreshes")
+    if (m == "POST" && rest == "/snapshots") return CreateSnapshot(*svc, id, body);
+    if (m == "POST" && rest == "/fork") return Fork(*svc, id, body);
+    if (rest == "/pause" || rest == "/resume" || rest == "/metrics" || rest == "/network" ||
+        rest == "/refreshes")
       return Reply::Error(
           501, req.method + " " + req.path + ": not supported by skiff yet (docs/e2b.md#differences)");
   }

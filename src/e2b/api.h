@@ -1,10 +1,11 @@
 // The E2B-compatible API (docs/e2b.md): the control plane (create, connect,
-// list, info, timeout, kill), each sandbox's envd (the process and
-// filesystem Connect services, /files, /health) and the routing between
-// them by E2B's headers. Transport-free: the HTTP session turns requests
-// into Request values, runs Handle() on the worker a call to that sandbox
-// runs on (TargetOf), and sends what the ResponseWriter receives. Every
-// operation goes to skiff's own SandboxService, as the native API's do.
+// list, info, timeout, kill, pause, snapshots, fork), each sandbox's envd
+// (the process and filesystem Connect services, /files, /health) and the
+// routing between them by E2B's headers. Transport-free: the HTTP session
+// turns requests into Request values, runs Handle() on the worker a call to
+// that sandbox runs on (TargetOf), and sends what the ResponseWriter
+// receives. Every operation goes to skiff's own SandboxService, as the
+// native API's do.
 #pragma once
 
 #include <condition_variable>
@@ -27,6 +28,8 @@ struct Options {
   // image name as it is.
   std::map<std::string, std::string> templates = {{"base", "base"}, {"code-interpreter-v1", "python"}};
   uint64_t default_timeout_secs = 300;
+  // A fork's lifetime when the request names none (E2B's default).
+  uint64_t fork_default_timeout_secs = 15;
   uint64_t max_timeout_secs = 86400;
   std::optional<std::string> isolation;  // nullopt: the daemon's default
 };
@@ -106,6 +109,26 @@ class Api {
   static bool IsPaused(SandboxService& svc, const std::string& id);
   Reply SetTimeout(SandboxService& svc, const std::string& id, const std::string& body);
   std::optional<SandboxRecord> Live(SandboxService& svc, const std::string& id);
+  // Books a sandbox skiff made for E2B (create, fork): a fresh access
+  // token, a lifetime of `secs` from now, its shape as `svc` lists it.
+  SandboxRecord Register(SandboxService& svc, SandboxRecord r, uint64_t secs);
+
+  // What a template ID names (templates.cc): an image, or one of the
+  // caller's snapshots.
+  struct Template {
+    std::string image;                       // when no snapshot
+    std::optional<std::string> snapshot_id;  // from this snapshot
+  };
+  Template TemplateOf(SandboxService& svc, const std::string& tpl) const;
+  // Whether `name` names an image for E2B's create: an alias of the
+  // template table or an image the catalog knows.
+  bool NamesImage(SandboxService& svc, const std::string& name) const;
+
+  // Snapshots (snapshots.cc) and fork (fork.cc).
+  Reply CreateSnapshot(SandboxService& svc, const std::string& id, const std::string& body);
+  Reply ListSnapshots(SandboxService& svc, const Request& req);
+  Reply DeleteSnapshot(SandboxService& svc, const std::string& ref);
+  Reply Fork(SandboxService& svc, const std::string& id, const std::string& body);
 
   // envd (envd_process.cc, envd_filesystem.cc, envd_files.cc).
   void ProcessRpc(const Envd& e, const std::string& method, const Request& req, const std::string& body,

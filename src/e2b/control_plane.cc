@@ -1,5 +1,6 @@
 // The E2B control plane (docs/e2b.md#control-plane): create, connect, info,
-// list, kill and timeout, over skiff's SandboxService and the E2B records
+// list, kill, pause and timeout, and the registration of each sandbox made
+// for E2B (create, fork), over skiff's SandboxService and the E2B records
 // of the SandboxBook. Error bodies are E2B's ({"code": <status>, ...}): the
 // SDK reads the body's code.
 #include <algorithm>
@@ -7,92 +8,11 @@
 
 #include "base/text.h"
 #include "e2b/api.h"
+#include "e2b/control_wire.h"
 
 namespace skiff::e2b {
 
-namespace {
-
 using nlohmann::json;
-
-constexpr const char* kEnvdVersion = "0.6.13";
-
-// A string -> string map field, or an error naming it.
-Result<std::map<std::string, std::string>> StringMap(const json& body, const char* key) {
-  std::map<std::string, std::string> out;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) return InvalidRequest(std::string(key) + ": expected an object of strings");
-  if (it->size() > 256) return InvalidRequest(std::string(key) + ": at most 256 entries");
-  for (auto& [k, v] : it->items()) {
-    if (!v.is_string()) return InvalidRequest(std::string(key) + "." + k + ": expected a string");
-    if (k.empty() || k.size() > 1024 || v.get_ref<const std::string&>().size() > 65536)
-      return InvalidRequest(std::string(key) + "." + k + ": key or value too long");
-    out[k] = v.get<std::string>();
-  }
-  return out;
-}
-
-// An optional non-negative integer number of seconds.
-Result<std::optional<uint64_t>> Seconds(const json& body, const char* key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return std::optional<uint64_t>();
-  if (!it->is_number_integer() || it->get<int64_t>() < 0)
-    return InvalidRequest(std::string(key) + ": expected a whole number of seconds >= 0");
-  return std::optional<uint64_t>(it->get<uint64_t>());
-}
-
-Result<json> Body(const std::string& body) {
-  if (body.empty()) return json::object();
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidRequest("the body is not a JSON object");
-  return j;
-}
-
-Reply Failed(const Error& e) {
-  switch (e.code()) {
-    case Code::kS002:
-      return Reply::Error(404, e.message());
-    case Code::kS001:
-    case Code::kS100:
-    case Code::kS101:
-      return Reply::Error(400, e.message());
-    case Code::kS003:
-    case Code::kS400:
-      return Reply::Error(429, e.message());
-    default:
-      return Reply::Error(500, e.message());
-  }
-}
-
-json SandboxJson(const SandboxRecord& r) {
-  return {{"sandboxID", r.sandbox_id},
-          {"templateID", r.template_id},
-          {"alias", r.alias},
-          {"clientID", "skiff"},
-          {"envdVersion", kEnvdVersion},
-          {"envdAccessToken", r.access_token},
-          {"trafficAccessToken", nullptr},
-          {"domain", nullptr}};
-}
-
-json ListedJson(const SandboxRecord& r, bool paused) {
-  return {{"sandboxID", r.sandbox_id},
-          {"templateID", r.template_id},
-          {"alias", r.alias},
-          {"clientID", "skiff"},
-          {"metadata", r.metadata},
-          {"startedAt", Rfc3339Millis(r.started_ms)},
-          {"endAt", Rfc3339Millis(r.end_ms)},
-          {"state", paused ? "paused" : "running"},
-          {"cpuCount", r.cpus},
-          {"memoryMB", r.memory_mb},
-          {"diskSizeMB", 0},
-          {"envdVersion", kEnvdVersion},
-          {"allowInternetAccess", r.internet},
-          {"volumeMounts", json::array()}};
-}
-
-}  // namespace
 
 std::optional<SandboxRecord> Api::Live(SandboxService& svc, const std::string& id) {
   auto rec = book_.Get(id);
@@ -147,10 +67,16 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   }
 
   CreateSpec spec;
-  auto alias = options_.templates.find(tpl);
-  spec.image = alias == options_.templates.end() ? tpl : alias->second;
+  // An image, or a snapshot (its image, isolation and shape are the
+  // snapshot's): the rule of templates.cc.
+  Template target = TemplateOf(svc, tpl);
+  if (target.snapshot_id) {
+    spec.snapshot = *target.snapshot_id;
+  } else {
+    spec.image = target.image;
+    spec.isolation = options_.isolation;
+  }
   spec.network = internet;
-  spec.isolation = options_.isolation;
   // The lifetime is E2B's timeout, enforced by ExpireOnce; skiff's idle
   // reaper must not end the sandbox before it.
   spec.idle_timeout_secs = options_.max_timeout_secs + 60;
@@ -158,9 +84,14 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   for (const auto& [k, v] : *env) spec.env.emplace_back(k, v);
   auto created = svc.Create(spec);
   if (!created.ok()) {
-    if (created.error().code() == Code::kS100)
-      return Reply::Error(
-          400, "template '" + tpl + "' (image '" + spec.image + "'): " + created.error().message());
+    Code code = created.error().code();
+    if (code == Code::kS100) {
+      std::string what = spec.snapshot ? "snapshot '" + *spec.snapshot : "image '" + spec.image;
+      return Reply::Error(400, "template '" + tpl + "' (" + what + "'): " + created.error().message());
+    }
+    // The snapshot went between the lookup and the create: an unknown
+    // template, as any other.
+    if (code == Code::kS007) return Reply::Error(400, "template '" + tpl + "': " + created.error().message());
     return Failed(created.error());
   }
   SandboxRecord r;
@@ -169,20 +100,23 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   r.alias = tpl;
   r.metadata = std::move(*metadata);
   r.env_vars = std::move(*env);
-  r.access_token = RandomHex(32);
-  r.started_ms = NowUnixMillis();
-  r.end_ms = r.started_ms + static_cast<int64_t>(secs) * 1000;
   r.internet = internet;
   r.auto_pause = auto_pause;
   r.auto_resume = auto_resume;
+  return Reply::Json(201, SandboxJson(Register(svc, std::move(r), secs)));
+}
+
+SandboxRecord Api::Register(SandboxService& svc, SandboxRecord r, uint64_t secs) {
+  r.access_token = RandomHex(32);
+  r.started_ms = NowUnixMillis();
+  r.end_ms = r.started_ms + static_cast<int64_t>(secs) * 1000;
   for (const ListEntry& le : svc.List()) {
     if (le.sandbox_id != r.sandbox_id) continue;
     r.cpus = le.cpus;
     r.memory_mb = le.memory_mb;
   }
-  json out = SandboxJson(r);
-  book_.Add(std::move(r));
-  return Reply::Json(201, out);
+  book_.Add(r);
+  return r;
 }
 
 Reply Api::Connect(SandboxService& svc, const std::string& id, const std::string& raw) {
@@ -293,14 +227,8 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
       pos = comma + 1;
     }
   }
-  size_t limit = 100;
-  if (std::string l = req.Query("limit"); !l.empty()) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(l.c_str(), &end, 10);
-    if (end == l.c_str() || *end != '\0' || v == 0 || v > 1000)
-      return Reply::Error(400, "limit: expected 1..1000");
-    limit = v;
-  }
+  auto limit = PageLimit(req);
+  if (!limit.ok()) return Failed(limit.error());
   std::set<std::string> paused;
   for (const ListEntry& e : svc.List())
     if (e.state == "paused") paused.insert(e.sandbox_id);
@@ -325,7 +253,7 @@ Reply Api::List(SandboxService& svc, const Request& req, bool v2) {
     from = static_cast<size_t>(it - match.begin());
   }
   json out = json::array();
-  size_t to = v2 ? std::min(match.size(), from + limit) : match.size();
+  size_t to = v2 ? std::min(match.size(), from + *limit) : match.size();
   for (size_t i = from; i < to; ++i)
     out.push_back(ListedJson(match[i], paused.count(match[i].sandbox_id) > 0));
   Reply r = Reply::Json(200, out);

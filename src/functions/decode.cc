@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "base/text.h"
+#include "sandbox/snapshot_record.h"
 
 namespace skiff::fn {
 
@@ -433,11 +434,9 @@ Result<std::string> ReadStdin(const Fields& f) {
 }  // namespace
 
 Status CheckSnapshotRef(std::string_view ref, std::string_view field) {
-  if (ref.empty() || ref.size() > 64) return BadField(field, "must be 1 to 64 characters");
+  if (ref.empty() || ref.size() > kMaxSnapshotRef) return BadField(field, "must be 1 to 64 characters");
   for (char c : ref)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '_' || c == '.'))
-      return BadField(field, "may hold only letters, digits, '-', '_' and '.'");
+    if (!IsSnapshotRefChar(c)) return BadField(field, "may hold only letters, digits, '-', '_' and '.'");
   return OkStatus();
 }
 

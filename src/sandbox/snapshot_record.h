@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "sandbox/types.h"
@@ -48,5 +49,20 @@ struct SnapshotRecord {
   nlohmann::json ToRecordJson() const;  // on disk
   static Result<SnapshotRecord> FromRecordJson(const nlohmann::json& j);
 };
+
+// The form of a snapshot's id or name wherever one is given
+// (docs/snapshots.md): 1 to kMaxSnapshotRef letters, digits, '-', '_' and
+// '.'.
+inline constexpr size_t kMaxSnapshotRef = 64;
+inline bool IsSnapshotRefChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+inline bool IsSnapshotRef(std::string_view ref) {
+  if (ref.empty() || ref.size() > kMaxSnapshotRef) return false;
+  for (char c : ref)
+    if (!IsSnapshotRefChar(c)) return false;
+  return true;
+}
 
 }  // namespace skiff

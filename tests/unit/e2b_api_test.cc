@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/text.h"
 #include "e2b/api.h"
@@ -14,6 +15,7 @@
 #include "e2b/gzip_stream.h"
 #include "e2b/proto_json.h"
 #include "functions_fake_manager.h"
+#include "sandbox/tenant_scope.h"
 
 namespace skiff::e2b {
 namespace {
@@ -22,6 +24,7 @@ using nlohmann::json;
 using skiff::testing::Fake;
 using skiff::testing::FakeSandboxService;
 using skiff::testing::kLiveId;
+using skiff::testing::kUnknownId;
 
 // What a handler sent.
 struct Captured final : ResponseWriter {
@@ -427,6 +430,358 @@ TEST_F(E2bApiTest, AFullDiskIs507AndAnUploadWithoutTheTokenWritesNothing) {
   EXPECT_EQ(refused.status, 401);
   EXPECT_EQ(json::parse(refused.body)["message"], "missing signature query parameter");
   EXPECT_EQ(Fake().write_path, "");
+}
+
+// Snapshots and fork (docs/e2b.md#snapshots-and-fork).
+
+class E2bSnapshotTest : public E2bApiTest {
+ protected:
+  std::string Base() const { return "/sandboxes/" + std::string(kLiveId); }
+  // A snapshot of the booked sandbox through the API; its answer.
+  json Snap(const json& body = json::object()) {
+    Captured c = Run(Control("POST", Base() + "/snapshots"), body.dump());
+    EXPECT_EQ(c.status, 201) << c.body;
+    return c.Json();
+  }
+  Request ListReq(std::map<std::string, std::string> query = {}) {
+    Request r = Control("GET", "/snapshots");
+    r.query = std::move(query);
+    return r;
+  }
+  static std::vector<std::string> Ids(const json& list) {
+    std::vector<std::string> out;
+    for (const json& e : list) out.push_back(e.value("snapshotID", ""));
+    return out;
+  }
+  static std::string NextToken(const Captured& c) {
+    for (const auto& [k, v] : c.headers)
+      if (k == "x-next-token") return v;
+    return "";
+  }
+};
+
+TEST_F(E2bSnapshotTest, CreateAnswers201WithItsIdAndNames) {
+  Create();
+  json named = Snap({{"name", "snap-1"}});
+  ASSERT_EQ(Fake().snapshots.size(), 1u);
+  EXPECT_EQ(named, json({{"snapshotID", Fake().snapshots[0].snapshot_id}, {"names", {"snap-1"}}}));
+  EXPECT_EQ(Fake().snapshots[0].name, "snap-1");
+  json unnamed = Snap();
+  ASSERT_EQ(Fake().snapshots.size(), 2u);
+  EXPECT_EQ(unnamed, json({{"snapshotID", Fake().snapshots[1].snapshot_id}, {"names", json::array()}}));
+  EXPECT_EQ(Fake().snapshots[1].name, "");
+  EXPECT_EQ(Snap({{"name", nullptr}})["names"], json::array()) << "null is no name";
+}
+
+TEST_F(E2bSnapshotTest, UnknownOrUnbookedSandboxIs404AndNothingIsSaved) {
+  // The fake knows kLiveId, but E2B never created it: not E2B's sandbox.
+  for (const std::string& path : {Base() + "/snapshots", std::string("/sandboxes/nope/snapshots")}) {
+    Captured c = Run(Control("POST", path), R"({"name":"x"})");
+    EXPECT_EQ(c.status, 404) << path;
+    EXPECT_EQ(c.Json(), json({{"code", 404}, {"message", c.Json().value("message", "")}})) << c.body;
+    EXPECT_NE(c.Json().value("message", ""), "");
+  }
+  EXPECT_TRUE(Fake().snapshots.empty());
+  Captured fork = Run(Control("POST", Base() + "/fork"), "{}");
+  EXPECT_EQ(fork.status, 404);
+  EXPECT_EQ(fork.Json().value("code", 0), 404);
+  EXPECT_EQ(Fake().last_fork_count, 0u) << "nothing was forked";
+}
+
+TEST_F(E2bSnapshotTest, HostileSnapshotBodiesAre400AndSaveNothing) {
+  Create();
+  CatalogEntry python;
+  python.name = "python";
+  Fake().catalog.push_back(python);
+  Snap({{"name", "taken"}});
+  for (const std::string& body : std::vector<std::string>{
+           R"({"name":5})", R"({"name":""})", R"({"name":"team/snap"})", R"({"name":"snap:v1"})",
+           R"({"name":"a b"})", R"({"name":"\u0000"})", json({{"name", std::string(65, 'a')}}).dump(),
+           R"({"name":"3F0C1A52-6A7E-4C1E-9D2B-0B6F2A9E4D11"})", R"({"name":"base"})",
+           R"({"name":"code-interpreter-v1"})", R"({"name":"python"})", R"({"name":["x"]})",
+           R"({"name":"taken"})", "[1]", "{nope", "\"x\""}) {
+    Captured c = Run(Control("POST", Base() + "/snapshots"), body);
+    EXPECT_EQ(c.status, 400) << body << " -> " << c.body;
+    EXPECT_EQ(c.Json().value("code", 0), 400) << body;
+  }
+  EXPECT_EQ(Fake().snapshots.size(), 1u) << "only the first one";
+  EXPECT_EQ(Snap({{"name", std::string(64, 'a')}})["names"][0], std::string(64, 'a')) << "64 is the bound";
+}
+
+TEST_F(E2bSnapshotTest, ListFiltersAndPagesWithTheNextToken) {
+  Create();
+  Snap({{"name", "one"}});
+  Snap();
+  Snap({{"name", "three"}});
+  SnapshotRecord other;  // another sandbox's
+  other.snapshot_id = "6b6b6b6b-0000-4000-8000-000000000001";
+  other.source_sandbox_id = kUnknownId;
+  other.created_unix_ms = 1800000000000;
+  Fake().snapshots.push_back(other);
+  std::vector<std::string> mine = {Fake().snapshots[0].snapshot_id, Fake().snapshots[1].snapshot_id,
+                                   Fake().snapshots[2].snapshot_id};
+
+  Captured all = Run(ListReq());
+  ASSERT_EQ(all.status, 200) << all.body;
+  ASSERT_EQ(all.Json().size(), 4u);
+  EXPECT_EQ(all.Json()[0], json({{"snapshotID", mine[0]}, {"names", {"one"}}}))
+      << "SnapshotInfo's fields only";
+  EXPECT_EQ(all.Json()[1]["names"], json::array());
+  EXPECT_EQ(NextToken(all), "");
+
+  EXPECT_EQ(Ids(Run(ListReq({{"sandboxID", kLiveId}})).Json()), mine);
+  EXPECT_EQ(Ids(Run(ListReq({{"sandboxID", kUnknownId}})).Json()),
+            std::vector<std::string>{other.snapshot_id});
+  EXPECT_EQ(Run(ListReq({{"sandboxID", "nope"}})).Json(), json::array());
+  EXPECT_EQ(Ids(Run(ListReq({{"name", "three"}})).Json()), std::vector<std::string>{mine[2]});
+  EXPECT_EQ(Ids(Run(ListReq({{"name", mine[1]}})).Json()), std::vector<std::string>{mine[1]}) << "or the id";
+  EXPECT_EQ(Run(ListReq({{"name", "none"}})).Json(), json::array());
+
+  Captured p1 = Run(ListReq({{"sandboxID", kLiveId}, {"limit", "2"}}));
+  EXPECT_EQ(Ids(p1.Json()), std::vector<std::string>(mine.begin(), mine.begin() + 2));
+  ASSERT_EQ(NextToken(p1), mine[2]);
+  Captured p2 = Run(ListReq({{"sandboxID", kLiveId}, {"limit", "2"}, {"nextToken", NextToken(p1)}}));
+  EXPECT_EQ(Ids(p2.Json()), std::vector<std::string>{mine[2]});
+  EXPECT_EQ(NextToken(p2), "") << "the last page";
+
+  for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{{"limit", "0"},
+                                                                      {"limit", "1001"},
+                                                                      {"limit", "-1"},
+                                                                      {"limit", " 2"},
+                                                                      {"limit", "2x"},
+                                                                      {"nextToken", "nope"},
+                                                                      {"name", "team/one"},
+                                                                      {"name", "one:v1"},
+                                                                      {"name", std::string(65, 'a')}}) {
+    Captured c = Run(ListReq({{k, v}}));
+    EXPECT_EQ(c.status, 400) << k << "=" << v;
+    EXPECT_EQ(c.Json().value("code", 0), 400) << k << "=" << v;
+  }
+  Request no_key = ListReq();
+  no_key.headers.erase("x-api-key");
+  EXPECT_EQ(Run(no_key).status, 401);
+}
+
+TEST_F(E2bSnapshotTest, DeleteByIdOrNameIs204ThenUnknownIs404) {
+  Create();
+  Snap({{"name", "gone-soon"}});
+  std::string id = Snap()["snapshotID"];
+  Captured by_name = Run(Control("DELETE", "/templates/gone-soon"));
+  EXPECT_EQ(by_name.status, 204) << by_name.body;
+  EXPECT_EQ(Run(Control("DELETE", "/templates/" + id)).status, 204);
+  EXPECT_TRUE(Fake().snapshots.empty());
+  for (const std::string& ref :
+       std::vector<std::string>{std::string("gone-soon"), id, std::string("never")}) {
+    Captured c = Run(Control("DELETE", "/templates/" + ref));
+    EXPECT_EQ(c.status, 404) << ref;
+    EXPECT_EQ(c.Json().value("code", 0), 404) << "the SDK's deleteSnapshot reads it as false";
+  }
+}
+
+TEST_F(E2bSnapshotTest, DeleteOfASnapshotInUseIs409AndOfAnImageIs400) {
+  Create();
+  std::string id = Snap({{"name", "busy"}})["snapshotID"];
+  Fake().snapshots_in_use.insert(id);
+  Captured busy = Run(Control("DELETE", "/templates/busy"));
+  EXPECT_EQ(busy.status, 409) << busy.body;
+  EXPECT_EQ(busy.Json().value("code", 0), 409);
+  EXPECT_EQ(Fake().snapshots.size(), 1u);
+  // An image's name (an alias, a catalog image) is not a snapshot's, even
+  // when a snapshot of that name was made through the native API.
+  SnapshotRecord shadowed;
+  shadowed.snapshot_id = "6b6b6b6b-0000-4000-8000-000000000002";
+  shadowed.name = "base";
+  Fake().snapshots.push_back(shadowed);
+  Captured image = Run(Control("DELETE", "/templates/base"));
+  EXPECT_EQ(image.status, 400) << image.body;
+  EXPECT_EQ(image.Json().value("code", 0), 400);
+  EXPECT_EQ(Fake().snapshots.size(), 2u);
+  // Hostile references never reach the service.
+  for (const std::string& path :
+       std::vector<std::string>{"/templates/" + std::string(65, 'a'), std::string("/templates/a%2Fb"),
+                                std::string("/templates/..")}) {
+    Captured c = Run(Control("DELETE", path));
+    EXPECT_EQ(c.status, 404) << path;
+    EXPECT_EQ(c.Json().value("code", 0), 404) << path;
+  }
+  EXPECT_EQ(Run(Control("DELETE", "/templates/busy/x")).status, 404) << "no such endpoint";
+  EXPECT_EQ(Run(Control("DELETE", "/templates/")).status, 404);
+  EXPECT_EQ(Fake().snapshots.size(), 2u);
+}
+
+TEST_F(E2bSnapshotTest, CreateFromASnapshotByIdOrName) {
+  Create();
+  std::string id = Snap({{"name", "golden"}})["snapshotID"];
+  for (const std::string& ref : std::vector<std::string>{id, std::string("golden")}) {
+    Fake().last_create = CreateSpec();
+    Captured c = Run(Control("POST", "/v2/sandboxes"), json({{"templateID", ref}, {"timeout", 60}}).dump());
+    ASSERT_EQ(c.status, 201) << c.body;
+    EXPECT_EQ(Fake().last_create.snapshot, std::optional<std::string>(id)) << ref;
+    EXPECT_EQ(Fake().last_create.image, "") << "the snapshot's";
+    EXPECT_FALSE(Fake().last_create.isolation) << "the snapshot's";
+    EXPECT_EQ(c.Json()["templateID"], ref);
+    EXPECT_EQ(c.Json()["envdAccessToken"].get<std::string>().size(), 64u);
+  }
+  // An alias or a catalog image of the name wins over a snapshot of it
+  // (named through the native API); an unknown name stays an image name.
+  CatalogEntry python;
+  python.name = "python";
+  Fake().catalog.push_back(python);
+  for (const char* name : {"base", "python"}) {
+    SnapshotRecord shadowed;
+    shadowed.snapshot_id = "6b6b6b6b-0000-4000-8000-00000000000" + std::to_string(Fake().snapshots.size());
+    shadowed.name = name;
+    Fake().snapshots.push_back(shadowed);
+  }
+  Create(json{{"templateID", "base"}});
+  EXPECT_FALSE(Fake().last_create.snapshot);
+  EXPECT_EQ(Fake().last_create.image, "base");
+  Create(json{{"templateID", "python"}});
+  EXPECT_FALSE(Fake().last_create.snapshot);
+  EXPECT_EQ(Fake().last_create.image, "python");
+  Create(json{{"templateID", "not-a-snapshot"}});
+  EXPECT_FALSE(Fake().last_create.snapshot);
+  EXPECT_EQ(Fake().last_create.image, "not-a-snapshot");
+}
+
+TEST_F(E2bSnapshotTest, ForkBooksEachCopyAsAFullE2bSandbox) {
+  std::string source_token =
+      Create(json{{"metadata", {{"k", "v"}}}, {"envVars", {{"A", "1"}}}, {"timeout", 600}});
+  proto::FsEntry root;
+  root.name = "/";
+  root.is_dir = true;
+  root.mode = "0755";
+  root.owner = root.group = "root";
+  Fake().fs_result = root.ToJson();
+  Captured c = Run(Control("POST", Base() + "/fork"), R"({"count":2,"timeout":60})");
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Fake().last_fork_count, 2u);
+  json forks = c.Json();
+  ASSERT_TRUE(forks.is_array());
+  ASSERT_EQ(forks.size(), 2u);
+  std::set<std::string> tokens = {source_token};
+  for (const json& f : forks) {
+    ASSERT_EQ(f.size(), 1u) << f;
+    const json& s = f["sandbox"];
+    std::string id = s.value("sandboxID", "");
+    EXPECT_NE(id, kLiveId);
+    EXPECT_EQ(s["templateID"], "base");
+    EXPECT_EQ(s["envdVersion"], "0.6.13");
+    std::string token = s.value("envdAccessToken", "");
+    EXPECT_EQ(token.size(), 64u);
+    EXPECT_TRUE(tokens.insert(token).second) << "a token of its own";
+    Captured info = Run(Control("GET", "/sandboxes/" + id));
+    ASSERT_EQ(info.status, 200) << info.body;
+    EXPECT_EQ(info.Json()["metadata"], json({{"k", "v"}}));
+    // envd: its own token, not the source's.
+    Request stat = Envd("/filesystem.Filesystem/Stat", token);
+    stat.headers["e2b-sandbox-id"] = id;
+    EXPECT_EQ(Run(stat, R"({"path":"/"})").status, 200);
+    ASSERT_FALSE(Fake().fs_calls.empty());
+    EXPECT_EQ(Fake().fs_calls.back().first, id);
+    stat.headers["x-access-token"] = source_token;
+    EXPECT_EQ(Run(stat, R"({"path":"/"})").status, 401);
+  }
+  Request listed = Control("GET", "/v2/sandboxes");
+  EXPECT_EQ(Run(listed).Json().size(), 3u);
+  // Each copy lives its own timeout; the source lives on.
+  api.ExpireOnce(NowUnixMillis() + 30'000);
+  EXPECT_EQ(Fake().last_stop, "");
+  api.ExpireOnce(NowUnixMillis() + 61'000);
+  EXPECT_NE(Fake().last_stop, "");
+  EXPECT_NE(Fake().last_stop, kLiveId);
+  EXPECT_EQ(Run(listed).Json().size(), 1u);
+}
+
+TEST_F(E2bSnapshotTest, ForkDefaultsToOneCopyOfE2bsDefaultLifetime) {
+  Create(json{{"timeout", 600}});
+  Captured c = Run(Control("POST", Base() + "/fork"), "");
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Fake().last_fork_count, 1u);
+  ASSERT_EQ(c.Json().size(), 1u);
+  std::string id = c.Json()[0]["sandbox"]["sandboxID"];
+  api.ExpireOnce(NowUnixMillis() + 14'000);
+  EXPECT_EQ(Fake().last_stop, "");
+  api.ExpireOnce(NowUnixMillis() + 16'000);
+  EXPECT_EQ(Fake().last_stop, id);
+}
+
+TEST_F(E2bSnapshotTest, ForkRefusesHostileBodiesUnknownSandboxesAndReportsFailures) {
+  Create();
+  for (const char* body : {R"({"count":0})", R"({"count":17})", R"({"count":"2"})", R"({"count":1.5})",
+                           R"({"count":-1})", R"({"count":18446744073709551615})", R"({"timeout":-1})",
+                           R"({"timeout":"60"})", R"({"timeout":86401})", "[1]", "{nope"}) {
+    Captured c = Run(Control("POST", Base() + "/fork"), body);
+    EXPECT_EQ(c.status, 400) << body << " -> " << c.body;
+    EXPECT_EQ(c.Json().value("code", 0), 400) << body;
+  }
+  EXPECT_EQ(Fake().last_fork_count, 0u) << "nothing was forked";
+  Captured unknown = Run(Control("POST", "/sandboxes/nope/fork"), "{}");
+  EXPECT_EQ(unknown.status, 404) << "the SDK reads the HTTP status";
+  EXPECT_EQ(unknown.Json().value("code", 0), 404);
+  EXPECT_EQ(Fake().last_fork_count, 0u);
+  // skiff's fork is all or nothing: its error is the request's, in E2B's
+  // body, and nothing is booked.
+  Fake().fork_error = Error(Code::kS400, "resource limit exceeded: max_sandboxes");
+  Captured full = Run(Control("POST", Base() + "/fork"), R"({"count":3})");
+  EXPECT_EQ(full.status, 429);
+  EXPECT_EQ(full.Json().value("code", 0), 429);
+  Fake().fork_error = Error(Code::kS300, "a VM with network cannot be snapshotted");
+  EXPECT_EQ(Run(Control("POST", Base() + "/fork"), "{}").Json().value("code", 0), 500);
+  EXPECT_EQ(Run(Control("GET", "/v2/sandboxes")).Json().size(), 1u);
+}
+
+TEST(E2bTenants, SnapshotsAndForksAreTheCallersTenantsOwn) {
+  Fake().Reset();
+  Fake().live.insert(kLiveId);
+  Fake().tenants[kLiveId] = "alice";
+  FakeSandboxService inner;
+  TenantScope alice(inner, "alice"), bob(inner, "bob");
+  Api api(
+      inner,
+      [&](std::string_view key) -> SandboxService* {
+        return key == "alice-key" ? &alice : key == "bob-key" ? &bob : nullptr;
+      },
+      Options{});
+  auto run = [&](const std::string& key, const std::string& method, const std::string& path,
+                 const std::string& body = "") {
+    Request r;
+    r.method = method;
+    r.path = path;
+    r.headers["x-api-key"] = key;
+    Captured c;
+    api.Handle(r, body, c);
+    return c;
+  };
+  ASSERT_EQ(run("alice-key", "POST", "/v2/sandboxes", "{}").status, 201);
+  const std::string base = "/sandboxes/" + std::string(kLiveId);
+  Captured snap = run("alice-key", "POST", base + "/snapshots", R"({"name":"alices"})");
+  ASSERT_EQ(snap.status, 201) << snap.body;
+  std::string id = snap.Json()["snapshotID"];
+  EXPECT_EQ(Fake().snapshots.at(0).tenant, "alice");
+
+  // Bob: alice's sandbox and snapshot are unknown to every call.
+  EXPECT_EQ(run("bob-key", "POST", base + "/snapshots", "{}").status, 404);
+  EXPECT_EQ(run("bob-key", "POST", base + "/fork", "{}").status, 404);
+  EXPECT_EQ(run("bob-key", "GET", "/snapshots").Json(), json::array());
+  for (const std::string& ref : std::vector<std::string>{id, std::string("alices")})
+    EXPECT_EQ(run("bob-key", "DELETE", "/templates/" + ref).status, 404) << ref;
+  Fake().last_create = CreateSpec();
+  ASSERT_EQ(run("bob-key", "POST", "/v2/sandboxes", R"({"templateID":"alices"})").status, 201);
+  EXPECT_FALSE(Fake().last_create.snapshot) << "bob's create never names alice's snapshot";
+  EXPECT_EQ(Fake().last_create.tenant, "bob");
+  EXPECT_EQ(Fake().snapshots.size(), 1u);
+  EXPECT_EQ(Fake().last_fork_count, 0u);
+
+  // Alice: hers to list, fork and delete.
+  EXPECT_EQ(run("alice-key", "GET", "/snapshots").Json().size(), 1u);
+  Captured fork = run("alice-key", "POST", base + "/fork", "{}");
+  ASSERT_EQ(fork.status, 201) << fork.body;
+  std::string copy = fork.Json()[0]["sandbox"]["sandboxID"];
+  EXPECT_EQ(run("alice-key", "GET", "/sandboxes/" + copy).status, 200);
+  EXPECT_EQ(run("bob-key", "GET", "/sandboxes/" + copy).status, 404);
+  EXPECT_EQ(run("alice-key", "DELETE", "/templates/alices").status, 204);
+  EXPECT_TRUE(Fake().snapshots.empty());
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ Status FakeSandboxService::Pause(const std::string& id) {
 
 Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const std::string& name) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  for (const SnapshotRecord& s : Fake().snapshots)
+    if (!name.empty() && s.name == name)
+      return InvalidRequest("field 'name': a snapshot named '" + name + "' exists");
   SnapshotRecord r;
   r.snapshot_id = "5a5a5a5a-0000-4000-8000-00000000000" + std::to_string(Fake().snapshots.size() % 10);
   r.name = name;
@@ -56,15 +59,23 @@ Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const
 Result<std::vector<CreateResult>> FakeSandboxService::Fork(const std::string& id, uint32_t count) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   Fake().last_fork_count = count;
+  if (Fake().fork_error) return *Fake().fork_error;
   std::vector<CreateResult> out;
-  for (uint32_t i = 0; i < count; ++i)
-    out.push_back({"f0f0f0f0-0000-4000-8000-00000000000" + std::to_string(i % 10), "python", "jail"});
+  // The copies are live sandboxes of the source's tenant, as the manager's are.
+  for (uint32_t i = 0; i < count; ++i) {
+    out.push_back({"f0f0f0f0-0000-4000-8000-0000000000" + std::to_string(10 + i), "python", "jail"});
+    Fake().live.insert(out.back().sandbox_id);
+    if (auto t = Fake().tenants.find(id); t != Fake().tenants.end())
+      Fake().tenants[out.back().sandbox_id] = t->second;
+  }
   return out;
 }
 
 Status FakeSandboxService::DeleteSnapshot(const std::string& id_or_name) {
   for (auto it = Fake().snapshots.begin(); it != Fake().snapshots.end(); ++it)
     if (it->snapshot_id == id_or_name || (!it->name.empty() && it->name == id_or_name)) {
+      if (Fake().snapshots_in_use.count(it->snapshot_id))
+        return Error(Code::kS008, "snapshot " + it->snapshot_id + " is in use");
       Fake().snapshots.erase(it);
       return OkStatus();
     }

@@ -36,10 +36,12 @@ struct FakeState {
   int reads = 0;
   ExecResult exec_result;
   std::vector<ListEntry> list;
-  std::set<std::string> paused;           // Pause/Resume: ids paused now
-  std::set<std::string> hibernated;       // Hibernate: ids hibernated (and paused) now
-  std::vector<SnapshotRecord> snapshots;  // Snapshot adds, DeleteSnapshot removes
+  std::set<std::string> paused;            // Pause/Resume: ids paused now
+  std::set<std::string> hibernated;        // Hibernate: ids hibernated (and paused) now
+  std::vector<SnapshotRecord> snapshots;   // Snapshot adds, DeleteSnapshot removes
+  std::set<std::string> snapshots_in_use;  // ids DeleteSnapshot refuses with S008
   uint32_t last_fork_count = 0;
+  std::optional<Error> fork_error;             // what Fork answers instead of copies
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
   // Process*: the requests as the agent would receive them, and answers.

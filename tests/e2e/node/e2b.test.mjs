@@ -4,16 +4,25 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { Sandbox, CommandExitError, FileNotFoundError, NotFoundError, AuthenticationError, SandboxError } from 'e2b'
+import {
+  Sandbox, CommandExitError, FileNotFoundError, NotFoundError, AuthenticationError, SandboxError,
+  SandboxNotFoundError
+} from 'e2b'
 
 const TEMPLATE = process.env.SKIFF_E2B_TEMPLATE ?? 'base'
+const ISOLATION = process.env.SKIFF_E2B_ISOLATION ?? 'jail'
+const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 const opened = []
-async function create (opts = {}) {
-  const sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 120000, ...opts })
+const snapshots = []
+async function create (opts = {}, template = TEMPLATE) {
+  const sbx = await Sandbox.create(template, { timeoutMs: 120000, ...opts })
   opened.push(sbx)
   return sbx
 }
-after(async () => { for (const s of opened) await s.kill().catch(() => {}) })
+after(async () => {
+  for (const s of opened) await s.kill().catch(() => {})
+  for (const id of snapshots) await Sandbox.deleteSnapshot(id).catch(() => {})
+})
 
 test('lifecycle: create, info, list by metadata, timeout, connect, kill', async () => {
   const tag = randomBytes(4).toString('hex')
@@ -224,4 +233,119 @@ test('errors: wrong API key, unknown sandbox, killed sandbox', async () => {
   await sbx.kill()
   assert.equal(await sbx.isRunning(), false)
   await assert.rejects(sbx.commands.run('echo no'))
+})
+
+test('snapshots: create, list, start sandboxes from one by id and by name, delete', async () => {
+  const sbx = await create()
+  await sbx.files.write('/tmp/snap/kept.txt', 'before the snapshot')
+  await sbx.commands.run('mkdir -p /root/work && echo home > /root/work/h.txt && echo gone > /root/work/gone.txt')
+  const name = `snap-${randomBytes(4).toString('hex')}`
+  const named = await sbx.createSnapshot({ name })
+  snapshots.push(named.snapshotId)
+  assert.ok(named.snapshotId)
+  assert.deepEqual(named.names, [name])
+  const unnamed = await Sandbox.createSnapshot(sbx.sandboxId)
+  snapshots.push(unnamed.snapshotId)
+  assert.deepEqual(unnamed.names, [])
+  assert.notEqual(unnamed.snapshotId, named.snapshotId)
+  // The source runs on, and what it does next is not in the snapshot.
+  assert.equal(await sbx.isRunning(), true)
+  await sbx.files.write('/tmp/snap/kept.txt', 'after the snapshot')
+  await sbx.files.remove('/root/work/gone.txt')
+  await assert.rejects(sbx.createSnapshot({ name }), SandboxError) // the name is taken
+  await assert.rejects(Sandbox.createSnapshot(UNKNOWN_ID), SandboxNotFoundError)
+
+  // Listing: this sandbox's, by name, all, in pages.
+  const mine = await sbx.listSnapshots().nextItems()
+  assert.deepEqual(mine.map(s => s.snapshotId).sort(), [named.snapshotId, unnamed.snapshotId].sort())
+  assert.deepEqual(await Sandbox.listSnapshots({ name }).nextItems(), [{ snapshotId: named.snapshotId, names: [name] }])
+  const all = await Sandbox.listSnapshots().nextItems()
+  assert.ok(all.some(s => s.snapshotId === unnamed.snapshotId))
+  const pages = Sandbox.listSnapshots({ sandboxId: sbx.sandboxId, limit: 1 })
+  const first = await pages.nextItems()
+  assert.equal(first.length, 1)
+  assert.equal(pages.hasNext, true)
+  const second = await pages.nextItems()
+  assert.equal(second.length, 1)
+  assert.equal(pages.hasNext, false)
+  assert.deepEqual([...first, ...second].map(s => s.snapshotId).sort(), mine.map(s => s.snapshotId).sort())
+
+  // Sandbox.create(<snapshot>): by id and by name, each with the files of
+  // the snapshot's moment (not those changed or removed after it).
+  const copies = []
+  for (const ref of [named.snapshotId, name]) {
+    const copy = await create({}, ref)
+    copies.push(copy)
+    assert.equal((await copy.getInfo()).templateId, ref)
+    assert.equal(await copy.files.read('/tmp/snap/kept.txt'), 'before the snapshot')
+    assert.equal(await copy.files.read('/root/work/h.txt'), 'home\n')
+    assert.equal(await copy.files.read('/root/work/gone.txt'), 'gone\n')
+    await copy.files.write('/tmp/snap/kept.txt', `changed in ${copy.sandboxId}`)
+  }
+  assert.equal(await copies[1].files.read('/tmp/snap/kept.txt'), `changed in ${copies[1].sandboxId}`)
+  assert.equal(await sbx.files.read('/tmp/snap/kept.txt'), 'after the snapshot')
+
+  // Delete: a jail started from a snapshot reads its files for its whole
+  // life, so the snapshot is in use until its sandboxes are gone.
+  if (ISOLATION === 'jail') {
+    await assert.rejects(Sandbox.deleteSnapshot(name), e => e instanceof SandboxError && /409/.test(e.message))
+    assert.equal((await Sandbox.listSnapshots({ name }).nextItems()).length, 1)
+  }
+  for (const c of copies) assert.equal(await c.kill(), true)
+  assert.equal(await Sandbox.deleteSnapshot(name), true)
+  assert.equal(await Sandbox.deleteSnapshot(name), false)
+  assert.equal(await Sandbox.deleteSnapshot(named.snapshotId), false)
+  assert.equal(await Sandbox.deleteSnapshot(unnamed.snapshotId), true)
+  assert.deepEqual(await sbx.listSnapshots().nextItems(), [])
+  // A deleted snapshot's name is no template any more.
+  await assert.rejects(Sandbox.create(name, { timeoutMs: 10000 }).then(s => opened.push(s)), SandboxError)
+})
+
+test('fork: copies of the moment, each a sandbox of its own; unknown and killed sources', async () => {
+  const tag = randomBytes(4).toString('hex')
+  const sbx = await create({ metadata: { fork: tag }, envs: { GLOBAL: 'g' } })
+  await sbx.files.write('/tmp/fork/state.txt', 'forked state')
+  const bg = await sbx.commands.run('sleep 600', { background: true })
+  const forks = await sbx.fork({ count: 2, timeoutMs: 120000 })
+  assert.equal(forks.length, 2)
+  for (const f of forks) {
+    assert.ok(f instanceof Sandbox, String(f))
+    opened.push(f)
+  }
+  assert.notEqual(forks[0].sandboxId, forks[1].sandboxId)
+  for (const f of forks) {
+    assert.notEqual(f.sandboxId, sbx.sandboxId)
+    assert.equal(await f.isRunning(), true)
+    const info = await f.getInfo()
+    assert.equal(info.templateId, TEMPLATE)
+    assert.deepEqual(info.metadata, { fork: tag })
+    assert.equal(await f.files.read('/tmp/fork/state.txt'), 'forked state')
+    assert.equal((await f.commands.run('echo "$GLOBAL"')).stdout, 'g\n')
+    // A microVM's processes are copied too; a jail's files only.
+    const listed = (await f.commands.list()).some(p => p.pid === bg.pid)
+    assert.equal(listed, ISOLATION === 'microvm')
+  }
+  // Each copy is its own: a write in one is in neither the other nor the source.
+  await forks[0].files.write('/tmp/fork/state.txt', 'changed in fork 0')
+  assert.equal(await forks[1].files.read('/tmp/fork/state.txt'), 'forked state')
+  assert.equal(await sbx.files.read('/tmp/fork/state.txt'), 'forked state')
+  assert.equal(await sbx.isRunning(), true)
+  assert.ok((await sbx.commands.list()).some(p => p.pid === bg.pid), 'the source runs on')
+  const listed = await Sandbox.list({ query: { metadata: { fork: tag } } }).nextItems()
+  assert.deepEqual(listed.map(s => s.sandboxId).sort(), [sbx.sandboxId, ...forks.map(f => f.sandboxId)].sort())
+
+  // The static form, one copy by default, with a lifetime of its own.
+  const [one, ...rest] = await Sandbox.fork(sbx.sandboxId, { timeoutMs: 3000 })
+  assert.equal(rest.length, 0)
+  assert.ok(one instanceof Sandbox, String(one))
+  opened.push(one)
+  assert.equal(await one.files.read('/tmp/fork/state.txt'), 'forked state')
+  await new Promise(resolve => setTimeout(resolve, 5000))
+  assert.equal(await one.isRunning(), false)
+  assert.equal(await sbx.isRunning(), true)
+
+  await assert.rejects(Sandbox.fork(UNKNOWN_ID), SandboxNotFoundError)
+  await assert.rejects(sbx.fork({ count: 17 }), SandboxError)
+  assert.equal(await sbx.kill(), true)
+  await assert.rejects(sbx.fork(), SandboxNotFoundError)
 })
