@@ -170,8 +170,8 @@ Status SandboxManager::Resume(const std::string& sandbox_id) {
     proto::ClockRequest clock{int64_t{now.tv_sec} * 1000000000 + now.tv_nsec};
     Result<nlohmann::json> set = sb->client->Call(clock, std::chrono::steady_clock::now() + kClockTimeout);
     if (!set.ok())
-      SKIFF_LOG(Warn) << "sandbox " << sandbox_id << ": setting its clock after the resume: "
-                      << set.error().message();
+      SKIFF_LOG(Warn) << "sandbox " << sandbox_id
+                      << ": setting its clock after the resume: " << set.error().message();
   }
   // Activity: the idle clock starts again from the resume.
   sb->Touch();

@@ -643,9 +643,9 @@ TEST_P(FunctionsSuite, TheClockIsRightAfterAPause) {
   std::this_thread::sleep_for(std::chrono::seconds(3));
   CallOk("sandbox::resume", {{"sandbox_id", id}});
   json r = CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"date", "+%s"}}});
-  const int64_t host = std::chrono::duration_cast<std::chrono::seconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+  const int64_t host =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const int64_t guest = std::stoll(r["stdout"].get<std::string>());
   EXPECT_LE(std::llabs(host - guest), 1) << "guest " << guest << ", host " << host;
   CallOk("sandbox::stop", {{"sandbox_id", id}, {"wait", true}});
