@@ -356,6 +356,10 @@ void SandboxManager::Shutdown() {
   // Hibernated sandboxes outlive the daemon: their saved state stays for
   // the next one (AdoptHibernated).
   snapshots_.Close();
+  {
+    std::lock_guard<std::mutex> lk(state_ops_mu_);
+    state_ops_closed_ = true;  // no new snapshot, fork or hibernation
+  }
   std::vector<std::shared_ptr<Sandbox>> all = registry_.BeginShutdown();
   reaper_.Stop();
   for (auto& sb : all) {
@@ -366,6 +370,10 @@ void SandboxManager::Shutdown() {
   registry_.WaitCreates();
   pool_.Join();
   registry_.WaitTeardowns();
+  // Those in progress end once their sandboxes are gone (their saves fail
+  // or commit, a fork's creates are refused) and leave no files behind.
+  std::unique_lock<std::mutex> lk(state_ops_mu_);
+  state_ops_cv_.wait(lk, [this] { return state_ops_ == 0; });
 }
 
 }  // namespace skiff

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -142,6 +143,9 @@ class SandboxManager : public SandboxService {
                                       bool internal);
   // Create from a snapshot: the parameters of the boot (snapshot.cc).
   Result<SnapshotRecord> SnapshotForCreate(const CreateSpec& spec);
+  // A snapshot, fork or hibernation in progress: Shutdown waits for it to
+  // end (its files committed or removed) and refuses new ones.
+  Result<std::shared_ptr<void>> BeginStateOp();
 
   Config config_;
   HostProbes host_;
@@ -153,6 +157,10 @@ class SandboxManager : public SandboxService {
   SnapshotStore snapshots_;
   std::mutex observer_mu_;
   CreateObserver observer_;
+  std::mutex state_ops_mu_;
+  std::condition_variable state_ops_cv_;
+  int state_ops_ = 0;              // guarded by state_ops_mu_
+  bool state_ops_closed_ = false;  // guarded by state_ops_mu_
   // Last: their threads use everything above and end first.
   WarmPool pool_;
   Reaper reaper_;

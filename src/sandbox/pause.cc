@@ -42,6 +42,7 @@ Status SandboxManager::Pause(const std::string& sandbox_id) {
 }
 
 Status SandboxManager::Hibernate(const std::string& sandbox_id) {
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<void> op, BeginStateOp());
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
   std::lock_guard<std::mutex> lk(sb->pause_mu);
   if (!sb->hibernated_snapshot.empty())

@@ -67,7 +67,18 @@ Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbo
   return rec;
 }
 
+Result<std::shared_ptr<void>> SandboxManager::BeginStateOp() {
+  std::lock_guard<std::mutex> lk(state_ops_mu_);
+  if (state_ops_closed_) return Platform("sandbox", "the daemon is shutting down");
+  state_ops_++;
+  return std::shared_ptr<void>(nullptr, [this](void*) {
+    std::lock_guard<std::mutex> g(state_ops_mu_);
+    if (--state_ops_ == 0) state_ops_cv_.notify_all();
+  });
+}
+
 Result<SnapshotRecord> SandboxManager::Snapshot(const std::string& sandbox_id, const std::string& name) {
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<void> op, BeginStateOp());
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
   return SaveSnapshot(sb, name, false);
 }
@@ -93,6 +104,7 @@ Result<SnapshotRecord> SandboxManager::SnapshotForCreate(const CreateSpec& spec)
 Result<std::vector<CreateResult>> SandboxManager::Fork(const std::string& sandbox_id, uint32_t count) {
   if (count < 1 || count > kMaxForks)
     return InvalidRequest("field 'count': must be between 1 and " + std::to_string(kMaxForks));
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<void> op, BeginStateOp());
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
   SKIFF_ASSIGN_OR_RETURN(SnapshotRecord rec, SaveSnapshot(sb, "", true));
   // The fork's snapshot: removed once no copy uses it (a microVM copy is

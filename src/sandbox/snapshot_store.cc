@@ -207,8 +207,10 @@ void SnapshotStore::Unuse(const std::string& id, const std::string& sandbox_id) 
   u->second.erase(sandbox_id);
   if (!u->second.empty()) return;
   users_.erase(u);
-  if (closed_) return;  // a hibernation stays for the next daemon; a fork's goes at its Load
-  if (auto r = records_.find(id); r != records_.end() && r->second.internal) RemoveLocked(id);
+  if (auto r = records_.find(id); r != records_.end() && r->second.internal) {
+    if (closed_ && r->second.sandbox) return;  // a hibernation stays for the next daemon
+    RemoveLocked(id);
+  }
 }
 
 }  // namespace skiff

@@ -8,8 +8,8 @@
 // fork's own snapshots are internal: never listed, removed when their last
 // user goes, and at the next start. A hibernated sandbox's own snapshot is
 // internal too but kept across restarts (its record names the sandbox),
-// and from Close on (daemon shutdown) no snapshot is removed for lack of
-// users: the next daemon adopts the hibernated sandboxes.
+// and from Close on (daemon shutdown) it is not removed when its sandbox
+// goes: the next daemon adopts the hibernated sandboxes.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ class SnapshotStore {
   // A hibernation whose sandbox cannot be taken up again becomes an
   // ordinary listed snapshot named `name`, so nothing of it is lost.
   Result<SnapshotRecord> Publish(const std::string& id, const std::string& name);
-  // Shutdown: from now on Unuse removes nothing.
+  // Shutdown: from now on Unuse keeps hibernations (a fork's still goes).
   void Close();
 
   // A directory for a snapshot being saved, counted against the caps

@@ -114,10 +114,15 @@ TEST_F(SnapshotStoreTest, AnInternalSnapshotGoesWithItsLastUserUnlessClosed) {
 
   auto hib = Save(s, "", true, 100, Hib());
   ASSERT_TRUE(hib.ok());
+  auto fork2 = Save(s, "", true);
+  ASSERT_TRUE(fork2.ok());
   s.Use(hib->snapshot_id, "z");
-  s.Close();  // shutdown: the next daemon takes it up
+  s.Use(fork2->snapshot_id, "w");
+  s.Close();  // shutdown: the next daemon takes the hibernation up
   s.Unuse(hib->snapshot_id, "z");
+  s.Unuse(fork2->snapshot_id, "w");
   EXPECT_TRUE(Exists(s.Dir(hib->snapshot_id)));
+  EXPECT_FALSE(Exists(s.Dir(fork2->snapshot_id))) << "a fork's snapshot leaves no trace on shutdown";
 }
 
 TEST_F(SnapshotStoreTest, ARestartKeepsSnapshotsAndHibernationsOnly) {
