@@ -4,17 +4,11 @@ through a skiffd's HTTP API — beside the host doing the nearest thing
 itself in the same run: the cgroup freezer written directly (pause), `cp -a`
 of the same bytes between two tmpfs directories (snapshot), and a cold
 create of the same image (create from a snapshot, fork, wake)."""
-import http.client, json, os, shutil, signal, socket, statistics, subprocess, tempfile, time
+import http.client, json, os, shutil, signal, statistics, subprocess, tempfile, time
+
+from processes import _free_port
 
 DATA_MIB = 16  # written into each sandbox before it is saved
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class _Daemon:
