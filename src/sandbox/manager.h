@@ -141,6 +141,8 @@ class SandboxManager : public SandboxService {
   // Saves `sb` into a new snapshot of the store (snapshot.cc).
   Result<SnapshotRecord> SaveSnapshot(const std::shared_ptr<Sandbox>& sb, const std::string& name,
                                       bool internal);
+  // The record of a save of `sb` (snapshot.cc).
+  static SnapshotRecord RecordOf(const Sandbox& sb, const SnapshotContents& saved, bool internal);
   // Create from a snapshot: the parameters of the boot (snapshot.cc).
   Result<SnapshotRecord> SnapshotForCreate(const CreateSpec& spec);
   // A snapshot, fork or hibernation in progress: Shutdown waits for it to

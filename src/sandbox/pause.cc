@@ -101,17 +101,7 @@ Status SandboxManager::Hibernate(const std::string& sandbox_id) {
     (void)Stop(sandbox_id, false);
     return std::move(saved).error().With("hibernating sandbox " + sandbox_id + " failed, so it was stopped");
   }
-  SnapshotRecord r;
-  r.source_sandbox_id = sb->id;
-  r.image = sb->image;
-  r.isolation = sb->isolation;
-  r.cpus = sb->cpus;
-  r.memory_mb = sb->memory_mb;
-  r.memory = saved->memory;
-  r.size_bytes = saved->bytes;
-  r.created_unix_ms = NowUnixMillis();
-  r.tenant = sb->tenant;
-  r.internal = true;
+  SnapshotRecord r = RecordOf(*sb, *saved, true);
   // What a later daemon needs to take the sandbox up again (AdoptHibernated).
   HibernatedSandbox h;
   h.sandbox_id = sb->id;

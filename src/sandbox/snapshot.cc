@@ -17,6 +17,21 @@ constexpr uint32_t kMaxForks = 16;
 
 }  // namespace
 
+SnapshotRecord SandboxManager::RecordOf(const Sandbox& sb, const SnapshotContents& saved, bool internal) {
+  SnapshotRecord r;
+  r.source_sandbox_id = sb.id;
+  r.image = sb.image;
+  r.isolation = sb.isolation;
+  r.cpus = sb.cpus;
+  r.memory_mb = sb.memory_mb;
+  r.memory = saved.memory;
+  r.size_bytes = saved.bytes;
+  r.created_unix_ms = NowUnixMillis();
+  r.tenant = sb.tenant;
+  r.internal = internal;
+  return r;
+}
+
 Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbox>& sb,
                                                     const std::string& name, bool internal) {
   // No pause or resume meanwhile (a paused sandbox stays paused).
@@ -46,18 +61,8 @@ Result<SnapshotRecord> SandboxManager::SaveSnapshot(const std::shared_ptr<Sandbo
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
     return std::move(saved).error().With("while saving sandbox " + sb->id);
   }
-  SnapshotRecord r;
+  SnapshotRecord r = RecordOf(*sb, *saved, internal);
   r.name = name;
-  r.source_sandbox_id = sb->id;
-  r.image = sb->image;
-  r.isolation = sb->isolation;
-  r.cpus = sb->cpus;
-  r.memory_mb = sb->memory_mb;
-  r.memory = saved->memory;
-  r.size_bytes = saved->bytes;
-  r.created_unix_ms = NowUnixMillis();
-  r.tenant = sb->tenant;
-  r.internal = internal;
   SKIFF_ASSIGN_OR_RETURN(SnapshotRecord rec, snapshots_.Commit(pending, std::move(r)));
   auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
