@@ -567,7 +567,8 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   const bool vm = iso() == "microvm";
   std::string src = CallOk("sandbox::create", {{"image", "base"}, {"isolation", iso()}})["sandbox_id"];
   const std::string ticker =
-      "echo saved > /root/state; (i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.2; done) "
+      "echo saved > /root/state; echo shared > /dev/shm/seg; "
+      "(i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.2; done) "
       ">/dev/null 2>&1 &";
   EXPECT_EQ(CallOk("sandbox::exec", {{"sandbox_id", src}, {"argv", {"sh", "-c", ticker}}})["exit_code"], 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -589,6 +590,7 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
     return CallOk("sandbox::exec", {{"sandbox_id", id}, {"argv", {"sh", "-c", script}}});
   };
   EXPECT_EQ(sh(cid, "cat /root/state")["stdout"], "saved\n");
+  EXPECT_EQ(sh(cid, "cat /dev/shm/seg")["stdout"], "shared\n") << "/dev/shm is part of the snapshot";
   const std::string ticks = "a=$(cat /tmp/n); sleep 1; b=$(cat /tmp/n); test $b -gt $a && echo ticking";
   EXPECT_EQ(sh(cid, ticks)["stdout"], vm ? "ticking\n" : "") << "processes come back on the microVM only";
   CallErr("sandbox::create", {{"snapshot", "no-such-snapshot"}}, "S007");
@@ -598,7 +600,7 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   json forks = CallOk("sandbox::fork", {{"sandbox_id", src}, {"count", 2}});
   ASSERT_EQ(forks["sandboxes"].size(), 2u);
   for (const auto& f : forks["sandboxes"])
-    EXPECT_EQ(sh(f["sandbox_id"], "cat /root/state")["stdout"], "saved\n");
+    EXPECT_EQ(sh(f["sandbox_id"], "cat /root/state /dev/shm/seg")["stdout"], "saved\nshared\n");
   EXPECT_EQ(CallOk("sandbox::snapshot::list", json::object())["snapshots"].size(), 1u);
 
   // Hibernation.

@@ -242,6 +242,7 @@ int RunChild(void* arg) noexcept {
   if (p.state_sock >= 0) {
     SendPath(p, ".", 's');
     SendPath(p, "root/tmp", 't');
+    SendPath(p, "root/dev/shm", 'm');
     ::close(p.state_sock);
   }
 

@@ -40,7 +40,8 @@ struct ChildPlan {
   // When >= 0: the host's window into the sandbox's writable state (for
   // snapshots), sent over this socket as O_PATH descriptors, one per
   // message: 's' the per-sandbox tmpfs (the overlays' upper directories),
-  // 't' the sandbox's /tmp. Closed by the child before the exec.
+  // 't' the sandbox's /tmp, 'm' its /dev/shm. Closed by the child before
+  // the exec.
   int state_sock = -1;
   int agent_fd = -1;                  // O_PATH fd of the agent binary (execveat)
   ChildFailure* report = nullptr;     // parent memory (CLONE_VM): filled on failure

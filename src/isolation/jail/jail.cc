@@ -188,7 +188,7 @@ class JailInstance : public Instance {
   Result<SnapshotContents> Snapshot(const std::string& dir, uint64_t max_bytes) override {
     std::lock_guard<std::mutex> g(mu_);
     if (released_) return Platform("isolation", "jail: the sandbox has stopped");
-    if (!state_root_ || !tmp_root_)
+    if (!state_root_ || !tmp_root_ || !shm_root_)
       return Platform("snapshot", "jail: this sandbox's files are out of reach");
     bool froze = false;
     if (!paused_) {
@@ -196,8 +196,8 @@ class JailInstance : public Instance {
         return std::move(st).error().With("jail: freezing the sandbox for its snapshot");
       froze = true;
     }
-    Result<SnapshotContents> r = jail::SaveJailSnapshot(state_root_.get(), tmp_root_.get(), slot_.base,
-                                                        targets_, restored_from_, dir, max_bytes);
+    Result<SnapshotContents> r = jail::SaveJailSnapshot(state_root_.get(), tmp_root_.get(), shm_root_.get(),
+                                                        slot_.base, targets_, restored_from_, dir, max_bytes);
     if (froze) {
       if (Status st = cgroup_.Thaw(); !st.ok())
         SKIFF_LOG(Warn) << "jail: thaw after a snapshot failed: " << st.error().message();
@@ -216,9 +216,11 @@ class JailInstance : public Instance {
   jail::UidSlots::Slot slot_;
   std::unique_ptr<net::SandboxNet> net_;  // network: true
   bool paused_ = false;                   // frozen by Pause()
-  // The init's state tmpfs (the overlays' uppers) and /tmp (child.h).
+  // The init's state tmpfs (the overlays' uppers), /tmp and /dev/shm
+  // (child.h).
   UniqueFd state_root_;
   UniqueFd tmp_root_;
+  UniqueFd shm_root_;
   std::vector<std::string> targets_;  // the overlays' mount targets
   std::string restored_from_;         // the snapshot it started from
 
@@ -228,6 +230,7 @@ class JailInstance : public Instance {
     channel_.reset();
     state_root_.reset();
     tmp_root_.reset();
+    shm_root_.reset();
     net_.reset();  // slirp4netns killed; the namespace goes with its last user
     cgroup_.Remove();
     if (!state_dir_.empty()) jail::RemoveTree(state_dir_);
@@ -311,10 +314,12 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
     ji->restored_from_ = policy.restore_dir;
     ji->targets_.clear();
     for (const auto& l : policy.rootfs.layers) ji->targets_.push_back(l.target);
-    // Nobody has the instance yet; /tmp's own size bounds the copy.
-    if (Status st = jail::RestoreTmp(policy.restore_dir, ji->tmp_root_.get(), ji->slot_.base, UINT64_MAX);
+    // Nobody has the instance yet; the tmpfs sizes bound the copy.
+    if (Status st = jail::RestoreScratch(policy.restore_dir, ji->tmp_root_.get(), ji->shm_root_.get(),
+                                         ji->slot_.base, UINT64_MAX);
         !st.ok())
-      return Platform("boot", std::move(st).error().With("restoring /tmp from the snapshot").message());
+      return Platform("boot",
+                      std::move(st).error().With("restoring /tmp and /dev/shm from the snapshot").message());
     ji->describe_["from_snapshot"] = true;
     return started;
   }
@@ -513,12 +518,18 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   lower_fds.clear();
   if (!cg.ok()) return boot(cg.error(), "creating the cgroups");  // the init saw it and gave up
   if (report.err != 0) return boot(ChildFailureError(report));
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < 3; ++k) {
     char tag = 0;
     UniqueFd fd;
     if (RecvWithFd(state_host.get(), &tag, 1, &fd) != 1 || !fd)
       return boot(Error::Sys(Code::kS300, "recvmsg", "the init's state descriptors", errno));
-    (tag == 's' ? inst->state_root_ : inst->tmp_root_) = std::move(fd);
+    UniqueFd* slot = tag == 's'   ? &inst->state_root_
+                     : tag == 't' ? &inst->tmp_root_
+                     : tag == 'm' ? &inst->shm_root_
+                                  : nullptr;
+    if (!slot || *slot)
+      return boot(Platform("boot", std::string("jail: unexpected state descriptor '") + tag + "'"));
+    *slot = std::move(fd);
   }
   for (const auto& l : policy.rootfs.layers) inst->targets_.push_back(l.target);
   inst->channel_ = std::move(host_end);

@@ -57,7 +57,7 @@ std::string Layer(const std::string& dir, int gen, size_t i) {
 
 }  // namespace
 
-Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, uint32_t base,
+Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, int shm_root, uint32_t base,
                                           const std::vector<std::string>& targets,
                                           const std::string& restored_from, const std::string& dir,
                                           uint64_t max_bytes) {
@@ -98,6 +98,8 @@ Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, uint32_t
   }
   SKIFF_ASSIGN_OR_RETURN(UniqueFd tmp, MakeDir(dir + "/tmp"));
   SKIFF_RETURN_IF_ERROR(copy(tmp_root, tmp.get(), IdShift{base, 0}));
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd shm, MakeDir(dir + "/shm"));
+  SKIFF_RETURN_IF_ERROR(copy(shm_root, shm.get(), IdShift{base, 0}));
   nlohmann::json meta = {{"format", kFormat}, {"targets", targets}, {"generations", gens + 1}};
   std::string text = meta.dump() + "\n";
   SKIFF_RETURN_IF_ERROR(WriteFileAtomic(dir + "/jail.json", text, 0600));
@@ -117,10 +119,16 @@ Status AddSnapshotLayers(SandboxPolicy& policy, const std::string& dir) {
   return OkStatus();
 }
 
-Status RestoreTmp(const std::string& dir, int tmp_root, uint32_t base, uint64_t max_bytes) {
-  SKIFF_ASSIGN_OR_RETURN(UniqueFd src, OpenDir(dir + "/tmp"));
+Status RestoreScratch(const std::string& dir, int tmp_root, int shm_root, uint32_t base, uint64_t max_bytes) {
+  SKIFF_ASSIGN_OR_RETURN(UniqueFd tmp, OpenDir(dir + "/tmp"));
   uint64_t n = 0;
-  return CopyTree(src.get(), tmp_root, IdShift{0, base}, max_bytes, &n);
+  SKIFF_RETURN_IF_ERROR(CopyTree(tmp.get(), tmp_root, IdShift{0, base}, max_bytes, &n));
+  UniqueFd shm(::open((dir + "/shm").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!shm) {
+    if (errno == ENOENT) return OkStatus();  // saved before /dev/shm was kept
+    return Error::Sys(Code::kS300, "open", dir + "/shm", errno);
+  }
+  return CopyTree(shm.get(), shm_root, IdShift{0, base}, max_bytes - n, &n);
 }
 
 }  // namespace skiff::jail

@@ -21,10 +21,10 @@
 namespace skiff::jail {
 
 // Saves a (frozen) jail: the overlays' uppers under `state_root` ("u<i>"),
-// `tmp_root`, owners moved from [base, base + 65536) to 0; `restored_from`
-// is the snapshot the jail started from ("" when none), whose generations
-// come first.
-Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, uint32_t base,
+// `tmp_root` (/tmp) and `shm_root` (/dev/shm), owners moved from
+// [base, base + 65536) to 0; `restored_from` is the snapshot the jail
+// started from ("" when none), whose generations come first.
+Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, int shm_root, uint32_t base,
                                           const std::vector<std::string>& targets,
                                           const std::string& restored_from, const std::string& dir,
                                           uint64_t max_bytes);
@@ -33,8 +33,9 @@ Result<SnapshotContents> SaveJailSnapshot(int state_root, int tmp_root, uint32_t
 // the snapshot does not fit them (another image's).
 Status AddSnapshotLayers(SandboxPolicy& policy, const std::string& dir);
 
-// Copies the snapshot's /tmp into a new jail's (`tmp_root`), owners moved
-// to [base, base + 65536).
-Status RestoreTmp(const std::string& dir, int tmp_root, uint32_t base, uint64_t max_bytes);
+// Copies the snapshot's /tmp and /dev/shm into a new jail's (`tmp_root`,
+// `shm_root`), owners moved to [base, base + 65536). A snapshot saved
+// before /dev/shm was kept has none: that one stays empty.
+Status RestoreScratch(const std::string& dir, int tmp_root, int shm_root, uint32_t base, uint64_t max_bytes);
 
 }  // namespace skiff::jail
