@@ -240,7 +240,7 @@ Reply Api::Control(const Request& req, const std::string& body) {
     if (m == "DELETE" && rest.empty()) return Kill(*svc, id);
     if (m == "POST" && rest == "/connect") return Connect(*svc, id, body);
     if (m == "POST" && rest == "/timeout") return SetTimeout(*svc, id, body);
-    if (m == "POST" && rest == "/pause") return Pause(*svc, id);
+    if (m == "POST" && rest == "/pause") return Pause(*svc, id, body);
     if (m == "POST" && rest == "/snapshots") return CreateSnapshot(*svc, id, body);
     if (m == "POST" && rest == "/fork") return Fork(*svc, id, body);
     if (rest == "/pause" || rest == "/resume" || rest == "/metrics" || rest == "/network" ||

@@ -104,7 +104,7 @@ class Api {
   Reply Info(SandboxService& svc, const std::string& id);
   Reply List(SandboxService& svc, const Request& req, bool v2);
   Reply Kill(SandboxService& svc, const std::string& id);
-  Reply Pause(SandboxService& svc, const std::string& id);
+  Reply Pause(SandboxService& svc, const std::string& id, const std::string& raw);
   // Whether `id` is paused now (as `svc` lists it).
   static bool IsPaused(SandboxService& svc, const std::string& id);
   Reply SetTimeout(SandboxService& svc, const std::string& id, const std::string& body);

@@ -146,7 +146,13 @@ bool Api::IsPaused(SandboxService& svc, const std::string& id) {
   return false;
 }
 
-Reply Api::Pause(SandboxService& svc, const std::string& id) {
+Reply Api::Pause(SandboxService& svc, const std::string& id, const std::string& raw) {
+  // {memory?: bool}: E2B may drop a paused sandbox's memory when false;
+  // skiff keeps it either way (docs/e2b.md#differences).
+  auto body = Body(raw);
+  if (!body.ok()) return Failed(body.error());
+  if (auto it = body->find("memory"); it != body->end() && !it->is_null() && !it->is_boolean())
+    return Reply::Error(400, "memory: expected true or false");
   if (!Live(svc, id)) return Reply::Error(404, "sandbox " + id + " not found");
   Status st = svc.Pause(id);
   if (st.ok()) return Reply::Empty(204);

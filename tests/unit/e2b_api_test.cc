@@ -275,7 +275,12 @@ TEST_F(E2bApiTest, PauseIs204ThenConflictAndConnectResumesWith201) {
   e.sandbox_id = kLiveId;
   Fake().list.push_back(e);
   const std::string base = "/sandboxes/" + std::string(kLiveId);
-  EXPECT_EQ(Run(Control("POST", base + "/pause"), "{}").status, 204);
+  for (const char* bad : {"[]", "{\"memory\": \"no\"}", "{\"memory\": 0}", "not json"}) {
+    Captured refused = Run(Control("POST", base + "/pause"), bad);
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_EQ(Fake().paused.count(kLiveId), 0u) << "a refused pause changes nothing: " << bad;
+  }
+  EXPECT_EQ(Run(Control("POST", base + "/pause"), "{\"memory\": true}").status, 204);
   Captured again = Run(Control("POST", base + "/pause"), "{}");
   EXPECT_EQ(again.status, 409);
   EXPECT_EQ(again.Json().value("code", 0), 409) << "the SDK reads the body's code";
