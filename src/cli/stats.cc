@@ -46,8 +46,8 @@ int Stats(const StatsFlags& f) {
     }
     char cpu[16];
     std::snprintf(cpu, sizeof cpu, "%.2f%%", r->value("cpu_used_pct", 0.0));
-    std::string mem = MiB(r->value("mem_used_bytes", uint64_t{0})) + " / " +
-                      MiB(r->value("mem_total_bytes", uint64_t{0}));
+    std::string mem =
+        MiB(r->value("mem_used_bytes", uint64_t{0})) + " / " + MiB(r->value("mem_total_bytes", uint64_t{0}));
     std::string disk = MiB(r->value("disk_used_bytes", uint64_t{0})) + " / " +
                        MiB(r->value("disk_total_bytes", uint64_t{0}));
     std::printf("%s%s%s%s%s\n", Pad(r->value("sandbox_id", id), 38).c_str(),
