@@ -15,10 +15,10 @@ using AddCommand = void (*)(CLI::App& app, int& rc);
 
 // In the order `skiff --help` lists them, after `serve`.
 constexpr AddCommand kCommands[] = {
-    AddRunCommand,  AddDoctorCommand, AddVersionCommand,   AddCreateCommand,  AddExecCommand,
-    AddPsCommand,   AddLogsCommand,   AddKillCommand,      AddAttachCommand,  AddLsCommand,
-    AddStopCommand, AddPauseCommands, AddSnapshotCommands, AddCatalogCommand, AddCpCommand,
-    AddFsCommand,   AddImageCommands,
+    AddRunCommand,  AddDoctorCommand, AddVersionCommand, AddCreateCommand,    AddExecCommand,
+    AddPsCommand,   AddLogsCommand,   AddKillCommand,    AddAttachCommand,    AddLsCommand,
+    AddStopCommand, AddPauseCommands, AddStatsCommand,   AddSnapshotCommands, AddCatalogCommand,
+    AddCpCommand,   AddFsCommand,     AddImageCommands,
 };
 
 }  // namespace

@@ -25,6 +25,7 @@ void AddAttachCommand(CLI::App& app, int& rc);     // attach.cc
 void AddLsCommand(CLI::App& app, int& rc);         // ls.cc
 void AddStopCommand(CLI::App& app, int& rc);       // stop.cc
 void AddPauseCommands(CLI::App& app, int& rc);     // pause.cc: pause, resume
+void AddStatsCommand(CLI::App& app, int& rc);      // stats.cc
 void AddSnapshotCommands(CLI::App& app, int& rc);  // snapshot.cc: snapshot [ls|rm], fork
 void AddCatalogCommand(CLI::App& app, int& rc);    // catalog.cc
 void AddCpCommand(CLI::App& app, int& rc);         // cp.cc

@@ -243,6 +243,7 @@ Reply Api::Control(const Request& req, const std::string& body) {
     if (m == "POST" && rest == "/pause") return Pause(*svc, id, body);
     if (m == "POST" && rest == "/snapshots") return CreateSnapshot(*svc, id, body);
     if (m == "POST" && rest == "/fork") return Fork(*svc, id, body);
+    if (m == "GET" && rest == "/metrics") return Metrics(*svc, id);
     if (rest == "/pause" || rest == "/resume" || rest == "/metrics" || rest == "/network" ||
         rest == "/refreshes")
       return Reply::Error(

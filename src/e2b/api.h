@@ -105,6 +105,8 @@ class Api {
   Reply List(SandboxService& svc, const Request& req, bool v2);
   Reply Kill(SandboxService& svc, const std::string& id);
   Reply Pause(SandboxService& svc, const std::string& id, const std::string& raw);
+  // getMetrics: one sample now (sandbox::metrics), whatever start/end ask.
+  Reply Metrics(SandboxService& svc, const std::string& id);
   // Whether `id` is paused now (as `svc` lists it).
   static bool IsPaused(SandboxService& svc, const std::string& id);
   Reply SetTimeout(SandboxService& svc, const std::string& id, const std::string& body);

@@ -163,6 +163,29 @@ Reply Api::Pause(SandboxService& svc, const std::string& id, const std::string& 
   return Failed(st.error());
 }
 
+Reply Api::Metrics(SandboxService& svc, const std::string& id) {
+  if (!Live(svc, id)) return Reply::Error(404, "sandbox " + id + " not found");
+  Result<SandboxMetrics> m = svc.Metrics(id);
+  if (!m.ok()) {
+    if (m.error().code() == Code::kS002 || m.error().code() == Code::kS004)
+      return Reply::Error(404, "sandbox " + id + " not found");
+    return Failed(m.error());
+  }
+  const ResourceUsage& u = m->usage;
+  // E2B's SandboxMetric; skiff keeps no history, so the array holds the one
+  // sample of now whatever start and end ask (docs/e2b.md#differences).
+  json sample = {{"timestamp", Rfc3339Millis(m->timestamp_unix_ms)},
+                 {"timestampUnix", m->timestamp_unix_ms / 1000},
+                 {"cpuCount", u.cpu_count},
+                 {"cpuUsedPct", u.cpu_used_pct},
+                 {"memUsed", u.mem_used_bytes},
+                 {"memTotal", u.mem_total_bytes},
+                 {"memCache", 0},
+                 {"diskUsed", u.disk_used_bytes},
+                 {"diskTotal", u.disk_total_bytes}};
+  return Reply::Json(200, json::array({std::move(sample)}));
+}
+
 Reply Api::Info(SandboxService& svc, const std::string& id) {
   auto rec = Live(svc, id);
   if (!rec) return Reply::Error(404, "sandbox " + id + " not found");

@@ -121,6 +121,21 @@ Result<json> HandleList(const json&, CallContext& ctx) {
   return json{{"sandboxes", std::move(arr)}};
 }
 
+Result<json> HandleMetrics(const json& payload, CallContext& ctx) {
+  Fields f(payload);
+  SKIFF_ASSIGN_OR_RETURN(std::string raw, f.RequiredString("sandbox_id"));
+  SKIFF_ASSIGN_OR_RETURN(std::string id, fn::ParseSandboxId(raw));
+  SKIFF_ASSIGN_OR_RETURN(SandboxMetrics m, ctx.manager.Metrics(id));
+  return json{{"sandbox_id", id},
+              {"cpu_count", m.usage.cpu_count},
+              {"cpu_used_pct", m.usage.cpu_used_pct},
+              {"mem_used_bytes", m.usage.mem_used_bytes},
+              {"mem_total_bytes", m.usage.mem_total_bytes},
+              {"disk_used_bytes", m.usage.disk_used_bytes},
+              {"disk_total_bytes", m.usage.disk_total_bytes},
+              {"timestamp_ms", m.timestamp_unix_ms}};
+}
+
 Result<json> HandleRun(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(RunSpec spec, fn::DecodeRun(payload));
   SKIFF_ASSIGN_OR_RETURN(ExecResult r, ctx.manager.Run(spec));
@@ -594,6 +609,10 @@ std::vector<FunctionDef> BuildTable() {
                   HandleResume, {C::kS001, C::kS002, C::kS004, C::kS006, C::kS300}));
   t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.", HandleList,
                   {C::kS001}));
+  t.push_back(Def("sandbox::metrics",
+                  "CPU, memory and disk use of a running or paused sandbox (jail; S300 on the microVM "
+                  "for now).",
+                  HandleMetrics, {C::kS001, C::kS002, C::kS004, C::kS005, C::kS300}));
   // Snapshots (functions/snapshot_handlers.h, docs/snapshots.md).
   t.push_back(Def("sandbox::snapshot",
                   "Save a running or paused sandbox as a named, listable snapshot (files; on the microVM "

@@ -288,6 +288,39 @@ FunctionSchemas Build(std::string_view id) {
              pause ? json::array({{{"sandbox_id", kUuidEx}, {"state", "paused"}, {"hibernated", false}}})
                    : json::array({{{"sandbox_id", kUuidEx}, {"state", "running"}}}),
              false);
+  } else if (id == "sandbox::metrics") {
+    s.request = Root(id, Object("Reads one sample", {{"sandbox_id", SandboxIdProp()}}, {"sandbox_id"}),
+                     json::array({{{"sandbox_id", kUuidEx}}}), true);
+    json pct = {{"type", "number"},
+                {"minimum", 0},
+                {"maximum", 100},
+                {"description",
+                 "Percent of cpu_count CPUs busy (100: all of them), since this sandbox's previous "
+                 "sandbox::metrics or over 100 ms on the first; 0 on a host without CPU accounting"}};
+    s.response = Root(
+        id,
+        Object(
+            "One sample of the sandbox's resource use, as its host sees it (running or paused)",
+            {{"sandbox_id", Str("Canonical id")},
+             {"cpu_count", UInt("CPUs the sandbox may use")},
+             {"cpu_used_pct", pct},
+             {"mem_used_bytes", UInt("Memory in use, bytes (its memory cgroup: page cache and /tmp "
+                                     "files included)")},
+             {"mem_total_bytes", UInt("Its memory limit, bytes")},
+             {"disk_used_bytes", UInt("Used of its writable filesystems (writable layer and /tmp), bytes")},
+             {"disk_total_bytes", UInt("Size of those filesystems, bytes")},
+             {"timestamp_ms", UInt("When the sample was taken, Unix milliseconds")}},
+            {"sandbox_id", "cpu_count", "cpu_used_pct", "mem_used_bytes", "mem_total_bytes",
+             "disk_used_bytes", "disk_total_bytes", "timestamp_ms"}),
+        json::array({{{"sandbox_id", kUuidEx},
+                      {"cpu_count", 1},
+                      {"cpu_used_pct", 12.5},
+                      {"mem_used_bytes", 73400320},
+                      {"mem_total_bytes", 536870912},
+                      {"disk_used_bytes", 1048576},
+                      {"disk_total_bytes", 536870912},
+                      {"timestamp_ms", 1764892800000}}}),
+        false);
   } else if (id == "sandbox::list") {
     s.request = Root(id, Object("No fields; any object is accepted", json::object(), {}),
                      json::array({json::object()}), true);

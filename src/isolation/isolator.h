@@ -56,6 +56,18 @@ struct SnapshotContents {
   uint64_t bytes = 0;   // written under the snapshot's directory
 };
 
+// What a sandbox uses now (Instance::Usage, docs/api.md#sandboxmetrics).
+struct ResourceUsage {
+  uint32_t cpu_count = 0;  // CPUs the sandbox may use
+  // Share of those CPUs used, 0-100 (100: all cpu_count busy), since the
+  // previous Usage() of this instance, or over a short sample on the first.
+  double cpu_used_pct = 0;
+  uint64_t mem_used_bytes = 0;
+  uint64_t mem_total_bytes = 0;   // the sandbox's memory limit
+  uint64_t disk_used_bytes = 0;   // of its writable filesystems
+  uint64_t disk_total_bytes = 0;  // their size
+};
+
 // One running sandbox agent.
 class Instance {
  public:
@@ -98,6 +110,10 @@ class Instance {
   // (checked before anything changes).
   virtual Status CanHibernate() = 0;
   virtual Result<UniqueFd> Wake(const std::string& dir) = 0;
+  // CPU, memory and disk use now, from the host's view of the sandbox (the
+  // jail's cgroups and writable layer). S300 naming why on a backend or host
+  // that cannot tell.
+  virtual Result<ResourceUsage> Usage() = 0;
 };
 
 class Isolator {

@@ -64,6 +64,7 @@ class SandboxManager : public SandboxService {
                                          uint32_t count) override;  // snapshot.cc
   std::vector<SnapshotRecord> ListSnapshots() override { return snapshots_.List(); }
   Status DeleteSnapshot(const std::string& id_or_name) override { return snapshots_.Delete(id_or_name); }
+  Result<SandboxMetrics> Metrics(const std::string& sandbox_id) override;  // pause.cc
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override {
     return registry_.TenantOf(sandbox_id);
   }

@@ -183,6 +183,23 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Running(const std::string& sand
   return registry_.Lookup(sandbox_id);
 }
 
+Result<SandboxMetrics> SandboxManager::Metrics(const std::string& sandbox_id) {
+  // Read-only and from the host's side: a paused sandbox is not resumed.
+  SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
+  std::lock_guard<std::mutex> lk(sb->pause_mu);
+  if (!sb->hibernated_snapshot.empty())
+    return Error(Code::kS005, "sandbox " + sb->id + " is hibernated: resume it to read its metrics");
+  SandboxMetrics m;
+  Result<ResourceUsage> u = sb->instance->Usage();
+  if (!u.ok()) {
+    if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
+    return std::move(u).error();
+  }
+  m.usage = *u;
+  m.timestamp_unix_ms = NowUnixMillis();
+  return m;
+}
+
 void SandboxManager::PauseIdle(const std::shared_ptr<Sandbox>& sb) {
   Status st = sb->hibernate_on_idle ? Hibernate(sb->id) : Pause(sb->id);
   if (st.ok()) {

@@ -66,6 +66,11 @@ Result<SnapshotRecord> TenantScope::Snapshot(const std::string& sandbox_id, cons
   return inner_.Snapshot(sandbox_id, name);
 }
 
+Result<SandboxMetrics> TenantScope::Metrics(const std::string& sandbox_id) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.Metrics(sandbox_id);
+}
+
 Result<std::vector<CreateResult>> TenantScope::Fork(const std::string& sandbox_id, uint32_t count) {
   SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
   return inner_.Fork(sandbox_id, count);

@@ -33,6 +33,7 @@ class TenantScope : public SandboxService {
   Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) override;
   std::vector<SnapshotRecord> ListSnapshots() override;
   Status DeleteSnapshot(const std::string& id_or_name) override;
+  Result<SandboxMetrics> Metrics(const std::string& sandbox_id) override;
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "isolation/isolator.h"
 
 namespace skiff {
 
@@ -143,6 +144,12 @@ Error SandboxPaused(const std::string& sandbox_id);
 using ByteSource = std::function<Result<std::string>()>;
 // Receives a streamed download; return false to abort.
 using ByteSink = std::function<bool(std::string_view)>;
+
+// sandbox::metrics (docs/api.md#sandboxmetrics): one sample.
+struct SandboxMetrics {
+  ResourceUsage usage;
+  int64_t timestamp_unix_ms = 0;  // when it was taken
+};
 
 struct FsReadMeta {
   uint64_t size = 0;

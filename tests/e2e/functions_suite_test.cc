@@ -637,6 +637,55 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   EXPECT_TRUE(CallOk("sandbox::snapshot::list", json::object())["snapshots"].empty());
 }
 
+// sandbox::metrics: on the jail, 64 MiB written to /tmp (a tmpfs: memory and
+// disk both) shows in mem_used and disk_used, a busy loop in cpu_used_pct;
+// the microVM says it cannot (S300).
+TEST_P(FunctionsSuite, MetricsSeeMemoryDiskAndCpu) {
+  std::string id = CallOk("sandbox::create", {{"image", "base"}, {"isolation", iso()}})["sandbox_id"];
+  CallErr("sandbox::metrics", {{"sandbox_id", kGhost}}, "S002");
+  CallErr("sandbox::metrics", json::object(), "S001");
+  if (iso() == "microvm") {
+    CallErr("sandbox::metrics", {{"sandbox_id", id}}, "S300");
+    CallOk("sandbox::stop", {{"sandbox_id", id}, {"wait", true}});
+    return;
+  }
+  json before = CallOk("sandbox::metrics", {{"sandbox_id", id}});
+  EXPECT_EQ(before["sandbox_id"], id);
+  EXPECT_EQ(before["cpu_count"], 1);
+  EXPECT_EQ(before["mem_total_bytes"], 512ull << 20) << before.dump();
+  EXPECT_GT(before["disk_total_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(before["cpu_used_pct"].get<double>(), 0.0);
+  EXPECT_LE(before["cpu_used_pct"].get<double>(), 100.0);
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  EXPECT_LE(std::llabs(before["timestamp_ms"].get<int64_t>() - now_ms), 5000);
+  json w = CallOk("sandbox::exec",
+                  {{"sandbox_id", id}, {"argv", {"sh", "-c", "head -c 67108864 /dev/zero > /tmp/big"}}});
+  ASSERT_EQ(w["exit_code"], 0) << w.dump();
+  json after = CallOk("sandbox::metrics", {{"sandbox_id", id}});
+  const uint64_t mib64 = 64ull << 20;
+  EXPECT_GE(after["disk_used_bytes"].get<uint64_t>(),
+            before["disk_used_bytes"].get<uint64_t>() + mib64 - (1 << 20))
+      << before.dump() << " -> " << after.dump();
+  EXPECT_GE(after["mem_used_bytes"].get<uint64_t>(),
+            before["mem_used_bytes"].get<uint64_t>() + mib64 - (4 << 20))
+      << before.dump() << " -> " << after.dump();
+  // A busy loop for a second: the sample since the previous call sees it.
+  CallOk("sandbox::exec",
+         {{"sandbox_id", id}, {"argv", {"sh", "-c", "(while :; do :; done) & sleep 1; kill $!"}}});
+  json busy = CallOk("sandbox::metrics", {{"sandbox_id", id}});
+  EXPECT_GT(busy["cpu_used_pct"].get<double>(), 20.0) << busy.dump();
+  // Paused: still readable, and nothing runs.
+  CallOk("sandbox::pause", {{"sandbox_id", id}});
+  json paused = CallOk("sandbox::metrics", {{"sandbox_id", id}});
+  EXPECT_LT(paused["cpu_used_pct"].get<double>(), 5.0) << paused.dump();
+  EXPECT_GE(paused["disk_used_bytes"].get<uint64_t>(), mib64);
+  CallOk("sandbox::resume", {{"sandbox_id", id}});
+  CallOk("sandbox::stop", {{"sandbox_id", id}, {"wait", true}});
+  CallErr("sandbox::metrics", {{"sandbox_id", id}}, "S002");
+}
+
 // The sandbox's clock is right after a pause: a VM guest's clock stands
 // still while its vCPUs are stopped, and the resume sets it from the host's.
 TEST_P(FunctionsSuite, TheClockIsRightAfterAPause) {

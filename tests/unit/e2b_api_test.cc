@@ -303,6 +303,29 @@ TEST_F(E2bApiTest, PauseIs204ThenConflictAndConnectResumesWith201) {
   EXPECT_EQ(Run(Control("POST", "/sandboxes/nope/pause"), "{}").status, 404);
 }
 
+TEST_F(E2bApiTest, MetricsAreOneSampleInE2bsShape) {
+  Create();
+  Fake().metrics.usage = {2, 37.5, 1000, 2000, 300, 4000};
+  Fake().metrics.timestamp_unix_ms = 1764892800123;
+  Captured c = Run(Control("GET", "/sandboxes/" + std::string(kLiveId) + "/metrics"));
+  ASSERT_EQ(c.status, 200) << c.body;
+  json j = c.Json();
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0], (json{{"timestamp", "2025-12-05T00:00:00.123Z"},
+                        {"timestampUnix", 1764892800},
+                        {"cpuCount", 2},
+                        {"cpuUsedPct", 37.5},
+                        {"memUsed", 1000},
+                        {"memTotal", 2000},
+                        {"memCache", 0},
+                        {"diskUsed", 300},
+                        {"diskTotal", 4000}}));
+  Captured unknown = Run(Control("GET", "/sandboxes/nope/metrics"));
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.Json().value("code", 0), 404);
+}
+
 TEST_F(E2bApiTest, AutoPauseLifecyclePausesAtTheEndInsteadOfKilling) {
   Create(json{{"timeout", 1}, {"autoPause", true}, {"autoResume", {{"enabled", true}}}});
   EXPECT_TRUE(Fake().last_create.auto_resume);

@@ -38,6 +38,11 @@ Status FakeSandboxService::Pause(const std::string& id) {
   return OkStatus();
 }
 
+Result<SandboxMetrics> FakeSandboxService::Metrics(const std::string& id) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  return Fake().metrics;
+}
+
 Result<SnapshotRecord> FakeSandboxService::Snapshot(const std::string& id, const std::string& name) {
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   for (const SnapshotRecord& s : Fake().snapshots)

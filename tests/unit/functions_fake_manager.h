@@ -41,6 +41,7 @@ struct FakeState {
   std::vector<SnapshotRecord> snapshots;   // Snapshot adds, DeleteSnapshot removes
   std::set<std::string> snapshots_in_use;  // ids DeleteSnapshot refuses with S008
   uint32_t last_fork_count = 0;
+  SandboxMetrics metrics;                      // what Metrics answers for a live id
   std::optional<Error> fork_error;             // what Fork answers instead of copies
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
@@ -72,6 +73,7 @@ class FakeSandboxService : public SandboxService {
   Result<std::vector<CreateResult>> Fork(const std::string& sandbox_id, uint32_t count) override;
   std::vector<SnapshotRecord> ListSnapshots() override { return Fake().snapshots; }
   Status DeleteSnapshot(const std::string& id_or_name) override;
+  Result<SandboxMetrics> Metrics(const std::string& sandbox_id) override;
   std::vector<ListEntry> List() override;
   std::optional<std::string> TenantOf(const std::string& sandbox_id) override;
   Result<ExecResult> Run(const RunSpec& spec, OutputSink* sink = nullptr) override;

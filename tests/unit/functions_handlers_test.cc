@@ -133,6 +133,24 @@ TEST_F(Handlers, PauseAndResume) {
   EXPECT_EQ(Fail("sandbox::create", {{"image", "python"}, {"auto_resume", "yes"}}).code(), Code::kS001);
 }
 
+TEST_F(Handlers, MetricsEncodesTheSampleAndChecksTheId) {
+  Fake().metrics.usage = {2, 37.5, 1000, 2000, 300, 4000};
+  Fake().metrics.timestamp_unix_ms = 1764892800123;
+  auto m = Call("sandbox::metrics", {{"sandbox_id", kLiveId}});
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  EXPECT_EQ(*m, (json{{"sandbox_id", kLiveId},
+                      {"cpu_count", 2},
+                      {"cpu_used_pct", 37.5},
+                      {"mem_used_bytes", 1000},
+                      {"mem_total_bytes", 2000},
+                      {"disk_used_bytes", 300},
+                      {"disk_total_bytes", 4000},
+                      {"timestamp_ms", 1764892800123}}));
+  EXPECT_EQ(Fail("sandbox::metrics", {{"sandbox_id", kUnknownId}}).code(), Code::kS002);
+  EXPECT_EQ(Fail("sandbox::metrics", {{"sandbox_id", "nope"}}).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::metrics", json::object()).code(), Code::kS001);
+}
+
 TEST_F(Handlers, SnapshotListDeleteForkAndCreateFromASnapshot) {
   auto s = Call("sandbox::snapshot", {{"sandbox_id", kLiveId}, {"name", "after-install"}});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
@@ -468,7 +486,7 @@ TEST_F(Handlers, FunctionsList) {
   auto all = Call("engine::functions::list", nullptr);
   ASSERT_TRUE(all.ok());
   std::vector<std::string> ids = Ids(*all);
-  EXPECT_EQ(ids.size(), 30u);
+  EXPECT_EQ(ids.size(), 31u);
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const auto& f : (*all)["functions"]) {
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
@@ -476,7 +494,7 @@ TEST_F(Handlers, FunctionsList) {
     EXPECT_FALSE(f.contains("metadata"));
   }
   auto internal = Call("engine::functions::list", {{"include_internal", true}});
-  EXPECT_EQ(Ids(*internal).size(), 33u);
+  EXPECT_EQ(Ids(*internal).size(), 34u);
   auto fs = Call("engine::functions::list", {{"prefix", "sandbox::fs::"}});
   EXPECT_EQ(Ids(*fs).size(), 10u);
   auto w = Call("engine::functions::list", {{"include_internal", true}, {"worker", "iii-engine-functions"}});

@@ -23,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kSandboxIds = {
-    "sandbox::create", "sandbox::exec", "sandbox::stop", "sandbox::list", "sandbox::run",
+    "sandbox::create", "sandbox::exec", "sandbox::stop", "sandbox::list", "sandbox::metrics", "sandbox::run",
     "sandbox::catalog::list", "sandbox::fs::ls", "sandbox::fs::stat", "sandbox::fs::mkdir",
     "sandbox::fs::write", "sandbox::fs::read", "sandbox::fs::rm", "sandbox::fs::chmod", "sandbox::fs::mv",
     "sandbox::fs::grep", "sandbox::fs::sed",
@@ -53,7 +53,7 @@ TEST(Registry, ExactlyTheContractFunctions) {
       EXPECT_TRUE(d.internal);
     }
   }
-  EXPECT_EQ(sandbox, 30);
+  EXPECT_EQ(sandbox, 31);
   EXPECT_EQ(engine, 3);
   for (const auto& id : kSandboxIds) EXPECT_TRUE(ids.count(id)) << id;
   for (const char* id : {"engine::functions::list", "engine::functions::info", "engine::channels::create"}) {
@@ -129,6 +129,7 @@ TEST(Schemas, RequiredFieldsExactly) {
       {"sandbox::exec", {"sandbox_id"}},
       {"sandbox::stop", {"sandbox_id"}},
       {"sandbox::list", {}},
+      {"sandbox::metrics", {"sandbox_id"}},
       {"sandbox::run", {"image", "code", "lang"}},
       {"sandbox::catalog::list", {}},
       {"sandbox::fs::ls", {"sandbox_id", "path"}},

@@ -6,7 +6,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -144,6 +146,46 @@ Status SandboxCgroup::Freeze(std::chrono::milliseconds timeout) {
   return OkStatus();
 }
 
+namespace {
+
+// The unsigned number <file> holds (first line); "max" reads as UINT64_MAX.
+Result<uint64_t> ReadCount(const std::string& file) {
+  SKIFF_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  std::string_view v(text);
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+  if (v == "max") return UINT64_MAX;
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+    return Platform("metrics", "jail: " + file + " holds no count");
+  return n;
+}
+
+}  // namespace
+
+Result<std::pair<uint64_t, uint64_t>> SandboxCgroup::Memory() const {
+  if (memory_dir_.empty()) return Platform("metrics", "jail: the sandbox has no memory cgroup");
+  SKIFF_ASSIGN_OR_RETURN(uint64_t used,
+                         ReadCount(memory_dir_ + (v2_ ? "/memory.current" : "/memory.usage_in_bytes")));
+  SKIFF_ASSIGN_OR_RETURN(uint64_t limit,
+                         ReadCount(memory_dir_ + (v2_ ? "/memory.max" : "/memory.limit_in_bytes")));
+  return std::make_pair(used, limit);
+}
+
+Result<uint64_t> SandboxCgroup::CpuNanos() const {
+  if (cpuacct_dir_.empty())
+    return Platform("metrics", "jail: no cgroup v1 cpuacct hierarchy on this host to account CPU time in");
+  if (!v2_) return ReadCount(cpuacct_dir_ + "/cpuacct.usage");
+  SKIFF_ASSIGN_OR_RETURN(std::string stat, ReadFile(cpuacct_dir_ + "/cpu.stat"));
+  for (const std::string& line : Split(stat, '\n')) {
+    if (!line.starts_with("usage_usec ")) continue;
+    uint64_t us = 0;
+    auto [end, ec] = std::from_chars(line.data() + 11, line.data() + line.size(), us);
+    if (ec == std::errc()) return us * 1000;
+  }
+  return Platform("metrics", "jail: " + cpuacct_dir_ + "/cpu.stat has no usage_usec");
+}
+
 Status SandboxCgroup::Thaw() {
   if (freeze_knob_.empty()) return OkStatus();
   return WriteKnob(freeze_knob_, freeze_knob_.ends_with("/freezer.state") ? "THAWED" : "0");
@@ -268,9 +310,9 @@ Cgroups Cgroups::Detect() {
   std::string why_v1;
   std::vector<std::string> bases;
   bool memsw = false;
-  std::string freezer_base;
-  for (const char* ctrl : {"memory", "pids", "cpu", "freezer"}) {
-    const bool optional = std::string_view(ctrl) == "cpu" || std::string_view(ctrl) == "freezer";
+  std::string freezer_base, cpuacct_base;
+  for (const char* ctrl : {"memory", "pids", "cpu", "freezer", "cpuacct"}) {
+    const bool optional = std::string_view(ctrl) != "memory" && std::string_view(ctrl) != "pids";
     std::string found;
     for (const auto& m : mounts) {
       if (m.fstype != "cgroup" || m.root != "/" || !HasWord(m.superopts, ',', ctrl)) continue;
@@ -292,13 +334,16 @@ Cgroups Cgroups::Detect() {
     if (std::string_view(ctrl) == "memory")
       memsw = ::access((found + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0;
     if (std::string_view(ctrl) == "freezer") freezer_base = found;
-    bases.push_back(found);
+    if (std::string_view(ctrl) == "cpuacct") cpuacct_base = found;
+    // Co-mounted controllers (cpu,cpuacct) share one directory: made once.
+    if (std::find(bases.begin(), bases.end(), found) == bases.end()) bases.push_back(found);
   }
   if (!bases.empty()) {
     cg.kind_ = Kind::kV1;
     cg.bases_ = bases;
     cg.memsw_ = memsw;
     cg.freezer_base_ = freezer_base;
+    cg.cpuacct_base_ = cpuacct_base;
     return cg;
   }
   cg.why_ = why_v2 + "; " + why_v1;
@@ -316,6 +361,9 @@ Result<SandboxCgroup> Cgroups::Create(const std::string& id, const CgroupLimits&
     if (kind_ == Kind::kV2 && ::access((dir + "/cgroup.freeze").c_str(), F_OK) == 0)
       sc.freeze_knob_ = dir + "/cgroup.freeze";
     if (kind_ == Kind::kV1 && base == freezer_base_) sc.freeze_knob_ = dir + "/freezer.state";
+    sc.v2_ = kind_ == Kind::kV2;
+    if (kind_ == Kind::kV2 || base == bases_.front()) sc.memory_dir_ = dir;  // v1: memory comes first
+    if (kind_ == Kind::kV2 || base == cpuacct_base_) sc.cpuacct_dir_ = dir;
     if (kind_ == Kind::kV2) {
       SKIFF_RETURN_IF_ERROR(WriteKnob(dir + "/memory.max", std::to_string(lim.memory_bytes)));
       (void)WriteKnob(dir + "/memory.swap.max", "0");

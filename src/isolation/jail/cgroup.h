@@ -2,7 +2,7 @@
 //
 // The hierarchy is detected once: cgroup v2 when a cgroup2 mount offers the
 // memory and pids controllers below the daemon's own cgroup, otherwise the
-// cgroup v1 memory/pids/cpu hierarchies. Sandboxes live in
+// cgroup v1 memory/pids hierarchies (cpu, freezer and cpuacct when mounted). Sandboxes live in
 // <hierarchy>/<daemon's cgroup>/skiff/<sandbox-id>, i.e. nested under the
 // daemon, so whatever limits the daemon itself runs under also bound them.
 #pragma once
@@ -46,6 +46,14 @@ class SandboxCgroup {
   Status Freeze(std::chrono::milliseconds timeout);
   Status Thaw();
 
+  // Memory in use (page cache and tmpfs files included) and the limit, in
+  // bytes: v1 memory.usage_in_bytes/limit_in_bytes, v2 memory.current/max.
+  // S300 without a memory cgroup.
+  Result<std::pair<uint64_t, uint64_t>> Memory() const;
+  // CPU time the cgroup's processes used, in ns (v1 cpuacct.usage, v2
+  // cpu.stat usage_usec); S300 without a cpuacct (v1) hierarchy.
+  Result<uint64_t> CpuNanos() const;
+
   // SIGKILLs whatever is still in the cgroup (thawing it, so the kill is
   // delivered), waits for it to empty and removes the directories.
   // Idempotent.
@@ -56,6 +64,9 @@ class SandboxCgroup {
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
   std::string freeze_knob_;  // <dir>/freezer.state (v1) or <dir>/cgroup.freeze (v2)
+  bool v2_ = false;
+  std::string memory_dir_;   // "" without one
+  std::string cpuacct_dir_;  // v1 cpuacct (or the v2 dir); "" without one
 };
 
 class Cgroups {
@@ -80,9 +91,10 @@ class Cgroups {
 
  private:
   Kind kind_ = Kind::kNone;
-  std::vector<std::string> bases_;  // v1: memory, pids, cpu[, cpuacct]; v2: one
+  std::vector<std::string> bases_;  // v1: memory, pids[, cpu][, freezer][, cpuacct]; v2: one
   bool memsw_ = false;
   std::string freezer_base_;  // v1: the freezer base among bases_, "" without one
+  std::string cpuacct_base_;  // v1: the cpuacct base among bases_ (maybe the cpu one), "" without one
   std::string why_;
 };
 

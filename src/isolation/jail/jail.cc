@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,7 +206,57 @@ class JailInstance : public Instance {
     return r;
   }
 
+  // Memory from the memory cgroup; CPU from cpuacct, since the previous
+  // call or over a short first sample (0 without a cpuacct hierarchy);
+  // disk from the writable layer's tmpfs (the uppers) and /tmp.
+  Result<ResourceUsage> Usage() override {
+    using Clock = std::chrono::steady_clock;
+    std::unique_lock<std::mutex> g(mu_);
+    if (released_) return Platform("isolation", "jail: the sandbox has stopped");
+    ResourceUsage u;
+    u.cpu_count = cpus_;
+    SKIFF_ASSIGN_OR_RETURN(auto mem, cgroup_.Memory());
+    u.mem_used_bytes = mem.first;
+    u.mem_total_bytes = std::min<uint64_t>(mem.second, memory_bytes_);
+    for (int fd : {state_root_.get(), tmp_root_.get()}) {
+      struct statfs sf {};
+      if (fd < 0 || ::fstatfs(fd, &sf) != 0)
+        return Platform("metrics", "jail: the sandbox's files are out of reach");
+      u.disk_total_bytes += static_cast<uint64_t>(sf.f_blocks) * sf.f_frsize;
+      u.disk_used_bytes += static_cast<uint64_t>(sf.f_blocks - sf.f_bfree) * sf.f_frsize;
+    }
+    Result<uint64_t> cpu = cgroup_.CpuNanos();
+    if (!cpu.ok()) return u;
+    Clock::time_point now = Clock::now();
+    if (!cpu_sampled_) {
+      // No earlier sample: take one over a short interval, unlocked.
+      uint64_t first = *cpu;
+      Clock::time_point t0 = now;
+      g.unlock();
+      std::this_thread::sleep_for(kCpuSample);
+      g.lock();
+      if (released_) return Platform("isolation", "jail: the sandbox has stopped");
+      cpu = cgroup_.CpuNanos();
+      if (!cpu.ok()) return u;
+      now = Clock::now();
+      if (!cpu_sampled_) {
+        last_cpu_ns_ = first;
+        last_cpu_at_ = t0;
+      }
+    }
+    const double wall_ns = std::chrono::duration<double, std::nano>(now - last_cpu_at_).count();
+    const double used_ns = *cpu >= last_cpu_ns_ ? static_cast<double>(*cpu - last_cpu_ns_) : 0.0;
+    if (wall_ns > 0 && cpus_ > 0)
+      u.cpu_used_pct = std::clamp(100.0 * used_ns / (wall_ns * cpus_), 0.0, 100.0);
+    last_cpu_ns_ = *cpu;
+    last_cpu_at_ = now;
+    cpu_sampled_ = true;
+    return u;
+  }
+
   // Set up by Start().
+  uint32_t cpus_ = 1;
+  uint64_t memory_bytes_ = 0;
   Process proc_;
   UniqueFd channel_;
   jail::SandboxCgroup cgroup_;
@@ -239,8 +290,13 @@ class JailInstance : public Instance {
     shared_->slots->Release(slot_);
   }
 
+  static constexpr auto kCpuSample = std::chrono::milliseconds(100);
   std::shared_ptr<JailIsolator::Shared> shared_;
   std::string id_;
+  // Usage(): the previous CPU sample. Guarded by mu_.
+  bool cpu_sampled_ = false;
+  uint64_t last_cpu_ns_ = 0;
+  std::chrono::steady_clock::time_point last_cpu_at_;
   std::mutex mu_;
   bool released_ = false;
 };
@@ -365,6 +421,8 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
   if (Status st = MakeDirs(policy.state_dir, 0700); !st.ok())
     return std::move(st).error().With("creating the sandbox's state directory");
   inst->state_dir_ = policy.state_dir;
+  inst->cpus_ = policy.cpus;
+  inst->memory_bytes_ = uint64_t{policy.memory_mb} << 20;
   mark("locks");
 
   // network: true: the host-owned namespace with slirp4netns and the egress

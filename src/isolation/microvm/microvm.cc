@@ -162,6 +162,11 @@ class MicrovmInstance : public Instance {
     hibernated_ = true;
   }
 
+  // The guest's own counters would need an agent op (docs/api.md#sandboxmetrics).
+  Result<ResourceUsage> Usage() override {
+    return Platform("metrics", "microvm: sandbox::metrics is not supported on this backend yet (jail only)");
+  }
+
   Status CanHibernate() override {
     std::lock_guard<std::mutex> lk(mu_);
     if (net_)

@@ -72,6 +72,27 @@ test('pause: processes stop, state and listing say paused, connect resumes them 
   await again.commands.kill(bg.pid)
 })
 
+test('getMetrics: one sample; 64 MiB in /tmp shows in memUsed and diskUsed (jail)', async () => {
+  const sbx = await create()
+  if (ISOLATION !== 'jail') {
+    await assert.rejects(sbx.getMetrics(), SandboxError) // S300: not on the microVM yet
+    return
+  }
+  const [before] = await sbx.getMetrics()
+  assert.ok(before.timestamp instanceof Date && Math.abs(before.timestamp - Date.now()) < 10000)
+  assert.equal(before.cpuCount, 1)
+  assert.ok(before.cpuUsedPct >= 0 && before.cpuUsedPct <= 100)
+  assert.equal(before.memTotal, 512 * 1024 * 1024)
+  assert.ok(before.diskTotal > 0)
+  await sbx.commands.run('head -c 67108864 /dev/zero > /tmp/big')
+  const samples = await sbx.getMetrics({ start: new Date(Date.now() - 60000), end: new Date() })
+  assert.equal(samples.length, 1)
+  const MiB = 1024 * 1024
+  assert.ok(samples[0].diskUsed >= before.diskUsed + 63 * MiB, `${before.diskUsed} -> ${samples[0].diskUsed}`)
+  assert.ok(samples[0].memUsed >= before.memUsed + 60 * MiB, `${before.memUsed} -> ${samples[0].memUsed}`)
+  await assert.rejects(Sandbox.getMetrics(UNKNOWN_ID), SandboxNotFoundError)
+})
+
 test('list paginates with limit and next token', async () => {
   const tag = randomBytes(4).toString('hex')
   const made = [await create({ metadata: { page: tag } }), await create({ metadata: { page: tag } }),

@@ -129,7 +129,7 @@ test('channel write and read of a 64 MiB file', async () => {
 test('engine::functions::info describes every sandbox function', async () => {
   const list = await call('engine::functions::list', {})
   const ids = list.functions.map(f => f.function_id)
-  assert.equal(ids.filter(id => id.startsWith('sandbox::')).length, 30)
+  assert.equal(ids.filter(id => id.startsWith('sandbox::')).length, 31)
   for (const id of ids) {
     const info = await call('engine::functions::info', { function_id: id })
     assert.equal(info.function_id, id)
