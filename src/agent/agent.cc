@@ -28,6 +28,7 @@
 #include "agent/fs_pool.h"
 #include "agent/process_streams.h"
 #include "agent/process_table.h"
+#include "agent/system_usage.h"
 #include "agent/vm_init.h"
 #include "base/log.h"
 #include "protocol/frame.h"
@@ -488,6 +489,12 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
       Status st = VmSetClock(c->realtime_ns);
       if (!st.ok()) return SendError(id, st.error());
       r = proto::EmptyResult{}.ToJson();
+    } else if (op == o::kUsage) {
+      auto u = proto::UsageRequest::FromJson(req);
+      if (!u.ok()) return SendError(id, u.error());
+      Result<proto::UsageResult> usage = ReadSystemUsage();
+      if (!usage.ok()) return SendError(id, usage.error());
+      r = usage->ToJson();
     } else if (op == o::kShutdown) {
       auto sd = proto::ShutdownRequest::FromJson(req);
       if (!sd.ok()) return SendError(id, sd.error());
@@ -820,7 +827,7 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
-          std::string(o::kQuiesce),    std::string(o::kClock)};
+          std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage)};
 }
 
 Status PrepareProcess() {

@@ -610,8 +610,8 @@ std::vector<FunctionDef> BuildTable() {
   t.push_back(Def("sandbox::list", "List live sandboxes with age, exec-slot usage and state.", HandleList,
                   {C::kS001}));
   t.push_back(Def("sandbox::metrics",
-                  "CPU, memory and disk use of a running or paused sandbox (jail; S300 on the microVM "
-                  "for now).",
+                  "CPU, memory and disk use of a running or paused sandbox (the jail's cgroups; the "
+                  "microVM guest's own counters, a paused VM's as sampled before its pause).",
                   HandleMetrics, {C::kS001, C::kS002, C::kS004, C::kS005, C::kS300}));
   // Snapshots (functions/snapshot_handlers.h, docs/snapshots.md).
   t.push_back(Def("sandbox::snapshot",

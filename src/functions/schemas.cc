@@ -296,17 +296,22 @@ FunctionSchemas Build(std::string_view id) {
                 {"maximum", 100},
                 {"description",
                  "Percent of cpu_count CPUs busy (100: all of them), since this sandbox's previous "
-                 "sandbox::metrics or over 100 ms on the first; 0 on a host without CPU accounting"}};
+                 "sandbox::metrics or over a short first sample (jail: 100 ms; microVM: 200 ms of the "
+                 "guest's ticks); 0 while paused, and on a jail host without CPU accounting"}};
     s.response = Root(
         id,
         Object(
-            "One sample of the sandbox's resource use, as its host sees it (running or paused)",
+            "One sample of the sandbox's resource use (running or paused): the jail's from its host "
+            "(cgroups), the microVM's from its guest (its agent's counters; a paused VM answers the "
+            "sample taken just before its pause, which its stopped vCPUs cannot change)",
             {{"sandbox_id", Str("Canonical id")},
-             {"cpu_count", UInt("CPUs the sandbox may use")},
+             {"cpu_count", UInt("CPUs the sandbox may use (the microVM's vCPUs)")},
              {"cpu_used_pct", pct},
-             {"mem_used_bytes", UInt("Memory in use, bytes (its memory cgroup: page cache and /tmp "
+             {"mem_used_bytes", UInt("Memory in use, bytes (jail: its memory cgroup, page cache and /tmp "
+                                     "files included; microVM: the guest's MemTotal - MemAvailable, /tmp "
                                      "files included)")},
-             {"mem_total_bytes", UInt("Its memory limit, bytes")},
+             {"mem_total_bytes", UInt("Its memory limit, bytes (microVM: the guest's MemTotal, a little "
+                                      "under its RAM)")},
              {"disk_used_bytes", UInt("Used of its writable filesystems (writable layer and /tmp), bytes")},
              {"disk_total_bytes", UInt("Size of those filesystems, bytes")},
              {"timestamp_ms", UInt("When the sample was taken, Unix milliseconds")}},

@@ -16,6 +16,10 @@
 
 namespace skiff {
 
+namespace proto {
+class Client;  // protocol/client.h: the host's end of a sandbox's agent channel
+}  // namespace proto
+
 // What a sandbox's root filesystem is made of, as resolved by images/.
 struct RootfsSpec {
   // An overlay mount: the read-only lower directories (first = top) are
@@ -110,10 +114,16 @@ class Instance {
   // (checked before anything changes).
   virtual Status CanHibernate() = 0;
   virtual Result<UniqueFd> Wake(const std::string& dir) = 0;
-  // CPU, memory and disk use now, from the host's view of the sandbox (the
-  // jail's cgroups and writable layer). S300 naming why on a backend or host
-  // that cannot tell.
-  virtual Result<ResourceUsage> Usage() = 0;
+  // CPU, memory and disk use now. The jail reads it from the host's side
+  // (its cgroups and writable layer) and ignores `agent`; the microVM asks
+  // its guest's agent over `agent` (protocol op "usage") while it runs, and
+  // answers a paused VM from the sample BeforePause took. S300 naming why on
+  // a backend or host that cannot tell.
+  virtual Result<ResourceUsage> Usage(proto::Client& agent) = 0;
+  // Called by a pause just before Pause(), while the agent still answers: a
+  // backend that cannot read a paused sandbox's use takes what it needs now
+  // (best effort: a failure is logged, the pause goes on).
+  virtual void BeforePause(proto::Client& agent) { (void)agent; }
 };
 
 class Isolator {

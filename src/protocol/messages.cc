@@ -60,6 +60,53 @@ Result<ClockRequest> ClockRequest::FromJson(const json& j) {
   return ClockRequest{ns};
 }
 
+json UsageRequest::ToJson() const { return json{{"op", kOp}}; }
+
+Result<UsageRequest> UsageRequest::FromJson(const json& j) {
+  SKIFF_RETURN_IF_ERROR(field::RequireOp(j, kOp));
+  return UsageRequest{};
+}
+
+json UsageResult::ToJson() const {
+  return json{{"cpu_count", cpu_count},
+              {"cpu_busy_ticks", cpu_busy_ticks},
+              {"cpu_total_ticks", cpu_total_ticks},
+              {"mem_used_bytes", mem_used_bytes},
+              {"mem_total_bytes", mem_total_bytes},
+              {"disk_used_bytes", disk_used_bytes},
+              {"disk_total_bytes", disk_total_bytes}};
+}
+
+Result<UsageResult> UsageResult::FromJson(const json& j) {
+  auto parse = [&]() -> Result<UsageResult> {
+    SKIFF_RETURN_IF_ERROR(field::RequireObject(j, "RESULT"));
+    UsageResult r;
+    auto read = [&](const char* key, uint64_t hi, uint64_t* out) -> Status {
+      SKIFF_ASSIGN_OR_RETURN(int64_t v, field::IntIn(j, key, 0, static_cast<int64_t>(hi)));
+      *out = static_cast<uint64_t>(v);
+      return OkStatus();
+    };
+    SKIFF_ASSIGN_OR_RETURN(int64_t cpus, field::IntIn(j, "cpu_count", 1, kMaxUsageCpus));
+    r.cpu_count = static_cast<uint32_t>(cpus);
+    SKIFF_RETURN_IF_ERROR(read("cpu_busy_ticks", kMaxUsageTicks, &r.cpu_busy_ticks));
+    SKIFF_RETURN_IF_ERROR(read("cpu_total_ticks", kMaxUsageTicks, &r.cpu_total_ticks));
+    SKIFF_RETURN_IF_ERROR(read("mem_used_bytes", kMaxUsageBytes, &r.mem_used_bytes));
+    SKIFF_RETURN_IF_ERROR(read("mem_total_bytes", kMaxUsageBytes, &r.mem_total_bytes));
+    SKIFF_RETURN_IF_ERROR(read("disk_used_bytes", kMaxUsageBytes, &r.disk_used_bytes));
+    SKIFF_RETURN_IF_ERROR(read("disk_total_bytes", kMaxUsageBytes, &r.disk_total_bytes));
+    if (r.cpu_busy_ticks > r.cpu_total_ticks)
+      return InvalidRequest("cpu_busy_ticks: more than cpu_total_ticks");
+    if (r.mem_used_bytes > r.mem_total_bytes)
+      return InvalidRequest("mem_used_bytes: more than mem_total_bytes");
+    if (r.disk_used_bytes > r.disk_total_bytes)
+      return InvalidRequest("disk_used_bytes: more than disk_total_bytes");
+    return r;
+  };
+  auto r = parse();
+  if (!r.ok()) return field::AnswerError("usage RESULT", r.error());
+  return r;
+}
+
 json EmptyResult::ToJson() const { return json::object(); }
 
 Result<EmptyResult> EmptyResult::FromJson(const json& j) {

@@ -69,6 +69,13 @@
 //   clock       realtime_ns (ClockRequest)               RESULT {} (EmptyResult): a VM guest sets
 //                                                        its clock (after a pause stopped it);
 //                                                        S219 elsewhere
+//   usage       - (UsageRequest)                         RESULT {cpu_count, cpu_busy_ticks,
+//                                                        cpu_total_ticks, mem_used_bytes,
+//                                                        mem_total_bytes, disk_used_bytes,
+//                                                        disk_total_bytes} (UsageResult): the
+//                                                        system's own counters as the agent sees
+//                                                        them (a VM guest's; the microVM's
+//                                                        sandbox::metrics)
 //
 // Details of the agent's answers (additive to the table above):
 //   - exec RESULT "signal" is the terminating signal number, 0 when the
@@ -158,6 +165,41 @@ struct ClockRequest {
   nlohmann::json ToJson() const;
   static Result<ClockRequest> FromJson(const nlohmann::json& j);
   bool operator==(const ClockRequest&) const = default;
+};
+
+// The counters of the system the agent runs in (op "usage"), read by the
+// host for sandbox::metrics on the microVM. For that host the agent is
+// hostile: FromJson refuses (S300 naming the op) anything but integers
+// >= 0 within the bounds below, with busy <= total and used <= total.
+struct UsageRequest {
+  static constexpr std::string_view kOp = op::kUsage;
+
+  nlohmann::json ToJson() const;
+  static Result<UsageRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const UsageRequest&) const = default;
+};
+
+inline constexpr uint32_t kMaxUsageCpus = 4096;
+inline constexpr uint64_t kMaxUsageTicks = uint64_t{1} << 62;  // cumulative CPU ticks
+inline constexpr uint64_t kMaxUsageBytes = uint64_t{1} << 60;  // 1 EiB
+
+struct UsageResult {
+  uint32_t cpu_count = 0;  // CPUs online (the "cpuN" lines of /proc/stat), 1..kMaxUsageCpus
+  // Cumulative ticks of all CPUs since boot (/proc/stat "cpu", USER_HZ):
+  // busy is user + nice + system + irq + softirq; total adds idle, iowait
+  // and steal.
+  uint64_t cpu_busy_ticks = 0;
+  uint64_t cpu_total_ticks = 0;
+  uint64_t mem_used_bytes = 0;   // MemTotal - MemAvailable (/proc/meminfo)
+  uint64_t mem_total_bytes = 0;  // MemTotal
+  // statfs of "/" (the writable layer: an overlay reports its upper
+  // filesystem) plus /tmp when that is a mount of its own.
+  uint64_t disk_used_bytes = 0;
+  uint64_t disk_total_bytes = 0;
+
+  nlohmann::json ToJson() const;
+  static Result<UsageResult> FromJson(const nlohmann::json& j);
+  bool operator==(const UsageResult&) const = default;
 };
 
 // RESULT {} (fs.read, shutdown).

@@ -26,7 +26,9 @@ Status SandboxManager::Pause(const std::string& sandbox_id) {
   // the state change of a sandbox whose stop has begun).
   std::lock_guard<std::mutex> lk(sb->pause_mu);
   if (registry_.Paused(*sb)) return Error(Code::kS006, "sandbox " + sandbox_id + " is already paused");
-  // (A hibernated sandbox is paused too.)
+  // (A hibernated sandbox is paused too.) What the backend needs to answer
+  // sandbox::metrics while paused is read first, while the agent runs.
+  sb->instance->BeforePause(*sb->client);
   Status st = sb->instance->Pause();
   if (!st.ok()) {
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sandbox_id);
@@ -184,13 +186,14 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Running(const std::string& sand
 }
 
 Result<SandboxMetrics> SandboxManager::Metrics(const std::string& sandbox_id) {
-  // Read-only and from the host's side: a paused sandbox is not resumed.
+  // Read-only: a paused sandbox is not resumed (the jail reads it from the
+  // host's side, the microVM answers the sample taken before its pause).
   SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, registry_.Find(sandbox_id));
   std::lock_guard<std::mutex> lk(sb->pause_mu);
   if (!sb->hibernated_snapshot.empty())
     return Error(Code::kS005, "sandbox " + sb->id + " is hibernated: resume it to read its metrics");
   SandboxMetrics m;
-  Result<ResourceUsage> u = sb->instance->Usage();
+  Result<ResourceUsage> u = sb->instance->Usage(*sb->client);
   if (!u.ok()) {
     if (registry_.Stopping(*sb)) return Error(Code::kS004, "sandbox already stopped: " + sb->id);
     return std::move(u).error();

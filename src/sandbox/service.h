@@ -45,8 +45,10 @@ class SandboxService {
   virtual std::vector<SnapshotRecord> ListSnapshots() = 0;
   virtual Status DeleteSnapshot(const std::string& id_or_name) = 0;
   // CPU, memory and disk use of a live sandbox, running or paused: S002
-  // unknown, S004 stopping, S005 hibernated, S300 when its backend cannot
-  // tell (the microVM for now).
+  // unknown, S004 stopping, S005 hibernated (or a paused microVM whose guest
+  // could not be sampled before the pause), S300 when its backend cannot
+  // tell (a microVM guest's agent that does not answer, or answers
+  // nonsense).
   virtual Result<SandboxMetrics> Metrics(const std::string& sandbox_id) = 0;
   // The tenant recorded at the create of `sandbox_id` (CreateSpec::tenant)
   // while it is live or being stopped; nullopt when the id names neither.

@@ -32,6 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<InfoResult>(j);
   Check<ShutdownRequest>(j);
   Check<QuiesceRequest>(j);
+  Check<ClockRequest>(j);
+  Check<UsageRequest>(j);
+  Check<UsageResult>(j);
   Check<EmptyResult>(j);
   Check<AgentError>(j);
   Check<ExecRequest>(j);

@@ -5,6 +5,7 @@
 
 #include "agent_harness.h"
 #include "protocol/frame.h"
+#include "protocol/messages.h"
 
 namespace skiff::agent_test {
 namespace {
@@ -29,6 +30,22 @@ TEST_F(AgentExec, HelloAndInfo) {
   EXPECT_EQ((*r)["pid"], 1);  // PID 1 of its namespace
   EXPECT_EQ((*r)["proto"], 1);
   EXPECT_TRUE((*r)["kernel"].is_string());
+}
+
+// op "usage": the agent's own system, in the form the host accepts.
+TEST_F(AgentExec, UsageAnswersItsSystemsCounters) {
+  const json& h = sb_->client().hello();
+  EXPECT_NE(std::find(h["ops"].begin(), h["ops"].end(), "usage"), h["ops"].end());
+  auto r = sb_->Call({{"op", "usage"}});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  auto u = proto::UsageResult::FromJson(*r);
+  ASSERT_TRUE(u.ok()) << u.error().ToString() << " " << r->dump();
+  EXPECT_GE(u->cpu_count, 1u);
+  EXPECT_GT(u->cpu_total_ticks, 0u);
+  EXPECT_GT(u->mem_total_bytes, 0u);
+  EXPECT_GT(u->disk_total_bytes, 0u);
+  auto bad = sb_->Call({{"op", "usage"}, {"extra", 1}});
+  EXPECT_TRUE(bad.ok()) << "unknown fields are ignored, as by every op";
 }
 
 TEST_F(AgentExec, ExitCodesSignalsAndSeparateStreams) {

@@ -101,6 +101,45 @@ TEST(ProtocolMessages, ClockRequest) {
   ExpectRefused<ClockRequest>(With(good, "op", "quiesce"), Code::kS001);
 }
 
+// op "usage": the guest's counters are hostile input for the host. Every
+// field an integer in range, busy <= total and used <= total, else S300
+// naming the op.
+TEST(ProtocolMessages, Usage) {
+  ExpectWire(UsageRequest{}, R"({"op":"usage"})");
+  ExpectRefused<UsageRequest>(json{{"op", "info"}}, Code::kS001);
+  UsageResult u{2, 150, 1000, 100 << 20, 480 << 20, 1 << 20, 512 << 20};
+  ExpectWire(u, R"({"cpu_busy_ticks":150,"cpu_count":2,"cpu_total_ticks":1000,"disk_total_bytes":536870912,)"
+                R"("disk_used_bytes":1048576,"mem_total_bytes":503316480,"mem_used_bytes":104857600})");
+  const json good = u.ToJson();
+  for (const char* key : {"cpu_count", "cpu_busy_ticks", "cpu_total_ticks", "mem_used_bytes",
+                          "mem_total_bytes", "disk_used_bytes", "disk_total_bytes"}) {
+    SCOPED_TRACE(key);
+    ExpectIntChecked<UsageResult>(good, key, Code::kS300);
+    ExpectRefused<UsageResult>(With(good, key, kRemove), Code::kS300);
+    ExpectRefused<UsageResult>(With(good, key, nullptr), Code::kS300);
+    ExpectRefused<UsageResult>(With(good, key, -1), Code::kS300);
+    // Beyond any bound, and what would saturate to INT64_MAX.
+    ExpectRefused<UsageResult>(With(good, key, INT64_MAX), Code::kS300);
+    ExpectRefused<UsageResult>(With(good, key, UINT64_MAX), Code::kS300);
+  }
+  ExpectRefused<UsageResult>(With(good, "cpu_count", 0), Code::kS300);
+  ExpectRefused<UsageResult>(With(good, "cpu_count", kMaxUsageCpus + 1), Code::kS300);
+  ExpectRefused<UsageResult>(With(good, "cpu_busy_ticks", 1001), Code::kS300);
+  ExpectRefused<UsageResult>(With(good, "mem_used_bytes", (480 << 20) + 1), Code::kS300);
+  ExpectRefused<UsageResult>(With(good, "disk_used_bytes", (512 << 20) + 1), Code::kS300);
+  ExpectRefused<UsageResult>(json::array(), Code::kS300);
+  ExpectRefused<UsageResult>(json("usage"), Code::kS300);
+  // At the bounds: accepted.
+  UsageResult max{kMaxUsageCpus,  kMaxUsageTicks, kMaxUsageTicks, kMaxUsageBytes,
+                  kMaxUsageBytes, kMaxUsageBytes, kMaxUsageBytes};
+  EXPECT_TRUE(UsageResult::FromJson(max.ToJson()).ok());
+  // The error names the op.
+  auto bad = UsageResult::FromJson(With(good, "mem_used_bytes", "lots"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("usage RESULT"), std::string::npos) << bad.error().message();
+  EXPECT_NE(bad.error().message().find("mem_used_bytes"), std::string::npos) << bad.error().message();
+}
+
 TEST(ProtocolMessages, AgentError) {
   AgentError e{Code::kS211, "file not found: /a", nullptr, std::nullopt};
   ExpectWire(e, R"({"code":"S211","message":"file not found: /a"})");

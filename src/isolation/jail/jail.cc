@@ -209,7 +209,7 @@ class JailInstance : public Instance {
   // Memory from the memory cgroup; CPU from cpuacct, since the previous
   // call or over a short first sample (0 without a cpuacct hierarchy);
   // disk from the writable layer's tmpfs (the uppers) and /tmp.
-  Result<ResourceUsage> Usage() override {
+  Result<ResourceUsage> Usage(proto::Client& /*agent*/) override {
     using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> g(mu_);
     if (released_) return Platform("isolation", "jail: the sandbox has stopped");

@@ -16,6 +16,7 @@
 #include "base/paths.h"
 #include "base/pidfd.h"
 #include "base/subprocess.h"
+#include "isolation/microvm/guest_usage.h"
 #include "isolation/microvm/kernel_cmdline.h"
 #include "isolation/microvm/orphans.h"
 #include "isolation/microvm/snapshot_template.h"
@@ -25,12 +26,19 @@
 #include "isolation/microvm/vm_snapshot.h"
 #include "isolation/microvm/vmm_usage.h"
 #include "isolation/net/sandbox_net.h"
+#include "protocol/client.h"
+#include "protocol/messages.h"
 
 namespace skiff {
 namespace microvm {
 namespace {
 
 using namespace std::chrono_literals;
+
+// How long a "usage" call may wait for the guest's agent: for
+// sandbox::metrics, and (shorter, it delays the pause) before a pause.
+constexpr auto kUsageTimeout = std::chrono::seconds(5);
+constexpr auto kPauseSampleTimeout = std::chrono::seconds(2);
 
 bool SafeId(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
@@ -130,8 +138,18 @@ class MicrovmInstance : public Instance {
     return d;
   }
 
-  Status Pause() override { return RunState("stop"); }
-  Status Resume() override { return RunState("cont"); }
+  Status Pause() override {
+    SKIFF_RETURN_IF_ERROR(RunState("stop"));
+    std::lock_guard<std::mutex> lk(mu_);
+    paused_ = true;
+    return OkStatus();
+  }
+  Status Resume() override {
+    SKIFF_RETURN_IF_ERROR(RunState("cont"));
+    std::lock_guard<std::mutex> lk(mu_);
+    paused_ = false;
+    return OkStatus();
+  }
 
   bool SnapshotNeedsQuiesce() const override { return true; }
   // "stop" stops the guest's clock with its vCPUs (QEMU's virtual clock).
@@ -162,9 +180,26 @@ class MicrovmInstance : public Instance {
     hibernated_ = true;
   }
 
-  // The guest's own counters would need an agent op (docs/api.md#sandboxmetrics).
-  Result<ResourceUsage> Usage() override {
-    return Platform("metrics", "microvm: sandbox::metrics is not supported on this backend yet (jail only)");
+  // The guest's own counters, from its agent (guest_usage.h); a paused VM
+  // answers the sample BeforePause took.
+  Result<ResourceUsage> Usage(proto::Client& agent) override {
+    bool paused = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stopped_ || (proc_.valid() && proc_.exited()))
+        return Platform("isolation", "microvm: the VM has stopped");
+      if (hibernated_)
+        return Error(Code::kS005, "sandbox " + id_ + " is hibernated: resume it to read its metrics");
+      paused = paused_;
+    }
+    if (paused) return usage_.Paused(id_);
+    return usage_.Read([&] { return AskUsage(agent, kUsageTimeout); });
+  }
+
+  void BeforePause(proto::Client& agent) override {
+    Status st = usage_.Remember([&] { return AskUsage(agent, kPauseSampleTimeout); });
+    if (!st.ok())
+      SKIFF_LOG(Warn) << "microvm " << id_ << ": usage sample before the pause: " << st.error().message();
   }
 
   Status CanHibernate() override {
@@ -215,6 +250,20 @@ class MicrovmInstance : public Instance {
   }
 
  private:
+  // One "usage" call to the guest's agent (`timeout` at most), decoded. The
+  // agent's own ERROR is its word only: whatever its code, S300 naming the
+  // op (a guest cannot make a metrics call answer S002, say).
+  static Result<proto::UsageResult> AskUsage(proto::Client& agent, std::chrono::milliseconds timeout) {
+    Result<nlohmann::json> r = agent.Call(proto::UsageRequest{}, Clock::now() + timeout);
+    if (!r.ok()) {
+      const Error& e = r.error();
+      if (e.code() == Code::kS300) return Error(e).With("microvm: op usage of the guest's agent");
+      return Platform("metrics", "microvm: op usage of the guest's agent failed (" +
+                                     std::string(CodeName(e.code())) + ": " + e.message() + ")");
+    }
+    return proto::UsageResult::FromJson(*r);
+  }
+
   // "stop" halts the vCPUs (guest memory, devices and the VMM stay); "cont"
   // lets them run. Both return once QEMU has done it.
   Status RunState(const char* command) {
@@ -251,7 +300,10 @@ class MicrovmInstance : public Instance {
   uint64_t guest_bytes_;
   pid_t pid_;
   bool stopped_ = false;
+  bool paused_ = false;  // vCPUs stopped by Pause() until Resume()
   std::string report_;
+  // Usage(): the guest's samples (its own lock; never taken with mu_ held).
+  GuestUsage usage_{static_cast<uint32_t>(shape_.cpus), guest_bytes_};
 };
 
 class MicrovmIsolator : public Isolator {
