@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "agent/dir_watch.h"
 #include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
 #include "agent/fs_pool.h"
@@ -65,7 +66,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce, kWatch };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -82,7 +83,9 @@ struct StreamState {
   UniqueFd rfd;
   // fs.ls, fs.stat, ... on the FsPool: its job, until its answer comes
   uint64_t fs_job = 0;
-  // drain: queued bytes per channel, then END, then `final`
+  // fs.watch: its inotify watch; its event lines wait in pending[kStdout]
+  std::unique_ptr<DirWatch> watch;
+  // drain (and fs.watch's lines): queued bytes per channel, then END, then `final`
   std::string pending[proto::kChannels];
   size_t pending_off[proto::kChannels] = {0, 0, 0};
   bool pending_end[proto::kChannels] = {false, false, false};
@@ -154,11 +157,13 @@ class Loop final : private ExecSink {
   void StartRead(uint32_t id, const json& req);
   void StartProc(uint32_t id, const std::string& op, const json& req);
   void StartFsOp(uint32_t id, FsOpFn op, json req);
+  void StartWatch(uint32_t id, const json& req);
   void OnFsOpsFinished();
 
   // Streams.
   void PumpRead(StreamState& s);
   void PumpDrain(StreamState& s);
+  void PumpWatch(StreamState& s);
   void Reap();
   void KillEverything();
 
@@ -435,6 +440,12 @@ void Loop::OnFrame(const proto::Frame& f) {
         procs_.Cancel(*s.proc);  // finished: dropped by the next round
         return;
       }
+      if (s.kind == Kind::kWatch) {
+        // The host's way to end a watch: not an error.
+        SendResult(s.id, proto::EmptyResult{}.ToJson());
+        streams_.erase(it);
+        return;
+      }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
       // A queued operation never runs; a running one ends on its worker,
       // unreported (the host has its answer: this error).
@@ -467,6 +478,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kFsWrite) return StartWrite(id, req);
     if (op == o::kFsRead) return StartRead(id, req);
     if (op == o::kQuiesce) return StartQuiesce(id, req);
+    if (op == o::kFsWatch) return StartWatch(id, req);
     if (ProcessStreams::IsProcOp(op)) return StartProc(id, op, req);
     if (op == o::kInfo) {
       auto info = proto::InfoRequest::FromJson(req);
@@ -587,6 +599,19 @@ void Loop::StartFsOp(uint32_t id, FsOpFn op, json req) {
   streams_[id] = std::move(s);
 }
 
+void Loop::StartWatch(uint32_t id, const json& req) {
+  auto r = proto::FsWatchRequest::FromJson(req);
+  if (!r.ok()) return SendError(id, r.error());
+  auto w = DirWatch::Begin(r->path, r->recursive);
+  if (!w.ok()) return SendError(id, w.error());
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  s->kind = Kind::kWatch;
+  s->watch = std::move(w).value();
+  SendJson(id, Type::kMeta, proto::EmptyResult{}.ToJson());
+  streams_[id] = std::move(s);
+}
+
 // Answers of the pool's operations. One whose stream is gone (cancelled) or
 // is another request's now is dropped: a stream gets one final frame.
 void Loop::OnFsOpsFinished() {
@@ -659,6 +684,25 @@ void Loop::PumpDrain(StreamState& s) {
   }
 }
 
+// A watch's queued lines go out under credit; once none wait, it reads the
+// kernel's queue again (Run polls its fd only then). Its end (the directory
+// gone) or failure finishes it as a drain: the lines, then END or ERROR.
+void Loop::PumpWatch(StreamState& s) {
+  std::string& p = s.pending[proto::kStdout];
+  size_t& off = s.pending_off[proto::kStdout];
+  while (off < p.size() && OutputRoom() && s.credit[proto::kStdout] > 0) {
+    size_t n =
+        static_cast<size_t>(std::min<uint64_t>({p.size() - off, proto::kChunk, s.credit[proto::kStdout]}));
+    Send(s.id, Type::kData, proto::kStdout, std::string_view(p).substr(off, n));
+    off += n;
+    s.credit[proto::kStdout] -= n;
+  }
+  if (off == p.size()) {
+    p.clear();
+    off = 0;
+  }
+}
+
 // Every child, as PID 1: the exec engine's and the process table's are
 // handed to their owner; the rest (orphans, failed spawns) are just reaped.
 void Loop::Reap() {
@@ -703,6 +747,7 @@ int Loop::Run() {
   std::vector<pollfd> pfds;
   std::vector<ExecPollSlots> slots;
   std::vector<std::pair<uint32_t, int>> proc_slots;
+  std::vector<std::pair<uint32_t, size_t>> watch_slots;
   for (;;) {
     // Live processes' deadlines and expiry.
     table_.Tick(NowMs());
@@ -712,6 +757,7 @@ int Loop::Run() {
       StreamState& s = *it->second;
       if (s.kind == Kind::kDrain) PumpDrain(s);
       if (s.kind == Kind::kRead) PumpRead(s);
+      if (s.kind == Kind::kWatch) PumpWatch(s);
       bool done = false;
       if (s.kind == Kind::kDrain) {
         done = s.final.is_null();
@@ -734,6 +780,7 @@ int Loop::Run() {
     pfds.clear();
     slots.clear();
     proc_slots.clear();
+    watch_slots.clear();
     pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < FlushEnd() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     pfds.push_back({pool_.fd(), POLLIN, 0});  // -1 (ignored by poll) without workers
@@ -751,6 +798,14 @@ int Loop::Run() {
       if (s.kind == Kind::kProc) {
         int slot = procs_.AddPollFds(*s.proc, pfds, timeout, now);
         if (slot >= 0) proc_slots.emplace_back(id, slot);
+      }
+      if (s.kind == Kind::kWatch && s.credit[proto::kStdout] > 0 && OutputRoom()) {
+        if (s.pending_off[proto::kStdout] < s.pending[proto::kStdout].size()) {
+          timeout = 0;
+        } else {
+          watch_slots.emplace_back(id, pfds.size());
+          pfds.push_back({s.watch->fd(), POLLIN, 0});
+        }
       }
     }
     int r = ::poll(pfds.data(), pfds.size(), timeout);
@@ -778,6 +833,24 @@ int Loop::Run() {
       auto it = streams_.find(id);
       if (it == streams_.end() || it->second->kind != Kind::kProc) continue;
       procs_.Pump(*it->second->proc, slot, pfds);
+    }
+    for (const auto& [id, slot] : watch_slots) {
+      auto it = streams_.find(id);
+      if (it == streams_.end() || it->second->kind != Kind::kWatch || !(pfds[slot].revents & POLLIN))
+        continue;
+      StreamState& s = *it->second;
+      Result<bool> more = s.watch->Read(s.pending[proto::kStdout]);
+      if (more.ok() && *more) continue;
+      // Over: what was read goes out first, then the end or the error.
+      s.watch.reset();
+      s.kind = Kind::kDrain;
+      if (more.ok()) {
+        s.pending_end[proto::kStdout] = true;
+        s.final = proto::EmptyResult{}.ToJson();
+      } else {
+        s.final_type = Type::kError;
+        s.final = proto::AgentError::FromError(more.error()).ToJson();
+      }
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       std::span<char> room = dec_.Room(kReadSize);
@@ -827,7 +900,8 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
-          std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage)};
+          std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage),
+          std::string(o::kFsWatch)};
 }
 
 Status PrepareProcess() {

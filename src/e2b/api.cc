@@ -218,6 +218,8 @@ void Api::Handle(const Request& req, const std::string& body, ResponseWriter& ou
   constexpr std::string_view kProcess = "/process.Process/", kFilesystem = "/filesystem.Filesystem/";
   if (req.method == "POST" && req.path.rfind(kProcess, 0) == 0)
     return ProcessRpc(e, req.path.substr(kProcess.size()), req, body, out);
+  if (req.method == "POST" && req.path == "/filesystem.Filesystem/WatchDir")
+    return WatchDirRpc(e, req, body, out);
   if (req.method == "POST" && req.path.rfind(kFilesystem, 0) == 0)
     return out.Send(FilesystemRpc(e, req.path.substr(kFilesystem.size()), body));
   out.Send(

@@ -136,6 +136,8 @@ class Api {
   void ProcessRpc(const Envd& e, const std::string& method, const Request& req, const std::string& body,
                   ResponseWriter& out);
   Reply FilesystemRpc(const Envd& e, const std::string& method, const std::string& body);
+  // Filesystem.WatchDir, streamed (envd_watch.cc).
+  void WatchDirRpc(const Envd& e, const Request& req, const std::string& body, ResponseWriter& out);
   void FilesGet(const Envd& e, const Request& req, ResponseWriter& out);
 
   SandboxService& all_;

@@ -1,11 +1,13 @@
 // envd's filesystem.Filesystem service (docs/e2b.md#filesystem) over
 // skiff's fs operations: Stat, ListDir (to a depth, in full-path order),
-// MakeDir, Move and Remove, answering E2B's EntryInfo.
+// MakeDir, Move and Remove, answering E2B's EntryInfo; WatchDir streams
+// (envd_watch.cc).
 #include <algorithm>
 
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/connect_envelope.h"
+#include "e2b/entry_info.h"
 #include "e2b/proto_json.h"
 
 namespace skiff::e2b {
@@ -20,34 +22,6 @@ constexpr size_t kMaxListed = 100000;
 Reply UnaryError(const Error& e) {
   ConnectCode c = ConnectCodeOf(e);
   return Reply::Json(ConnectHttpStatus(c), ConnectErrorBody(c, e.message()));
-}
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir == "/" ? "/" + name : dir + "/" + name;
-}
-
-// Go's FileMode.String() of the entry: "-rw-r--r--", "drwxr-xr-x", "Lrwxrwxrwx".
-std::string Permissions(const proto::FsEntry& f, uint32_t perm) {
-  std::string s(1, f.is_symlink ? 'L' : f.is_dir ? 'd' : '-');
-  const char* rwx = "rwxrwxrwx";
-  for (int i = 0; i < 9; ++i) s.push_back((perm & (0400u >> i)) ? rwx[i] : '-');
-  return s;
-}
-
-json EntryInfo(const proto::FsEntry& f, const std::string& path) {
-  uint32_t perm = static_cast<uint32_t>(std::strtoul(f.mode.c_str(), nullptr, 8)) & 0777;
-  const char* type = f.is_symlink ? "FILE_TYPE_SYMLINK" : f.is_dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE";
-  json entry = {{"name", f.name},
-                {"type", type},
-                {"path", path},
-                {"size", std::to_string(f.size)},
-                {"mode", perm},
-                {"permissions", Permissions(f, perm)},
-                {"owner", f.owner},
-                {"group", f.group},
-                {"modifiedTime", Rfc3339Millis(f.mtime * 1000)}};
-  if (f.symlink_target) entry["symlinkTarget"] = *f.symlink_target;
-  return entry;
 }
 
 Result<proto::FsEntry> Stat(SandboxService& svc, const std::string& id, const std::string& path) {
@@ -100,7 +74,7 @@ Reply Api::FilesystemRpc(const Envd& e, const std::string& method, const std::st
       auto list = proto::FsLsResult::FromJson(*ls);
       if (!list.ok()) return UnaryError(list.error());
       for (const proto::FsEntry& f : list->entries) {
-        std::string full = Join(dir, f.name);
+        std::string full = JoinPath(dir, f.name);
         found.emplace_back(full, EntryInfo(f, full));
         if (found.size() > kMaxListed)
           return UnaryError(
@@ -142,6 +116,11 @@ Reply Api::FilesystemRpc(const Envd& e, const std::string& method, const std::st
     if (!st.ok()) return UnaryError(st.error());
     return Reply::Json(200, {{"entry", EntryInfo(*st, *dst)}});
   }
+
+  if (method == "CreateWatcher" || method == "GetWatcherEvents" || method == "RemoveWatcher")
+    return UnaryError(Error(Code::kS219, "filesystem." + method +
+                                             " (the Python SDK's polled watchers) is not supported by skiff "
+                                             "yet; WatchDir is (docs/e2b.md#differences)"));
 
   if (method == "Remove") {
     auto path = PathOf(e, *msg, "path");

@@ -44,6 +44,11 @@
 //               regex, first_only, ignore_case,                  "total_replacements"}
 //               recursive, include_glob[], exclude_glob[]        (FsSedResult)
 //               (FsSedRequest)
+//   fs.watch    path, recursive (FsWatchRequest)         META {} once watching, DATA on kStdout:
+//                                                        FsWatchEvent JSON lines {name, type}
+//                                                        under credit; CANCEL: RESULT {}; the
+//                                                        directory gone: END kStdout, RESULT {}
+//                                                        (fs_watch_messages.h)
 //   proc.start  argv[], env[], cwd?, user?, tag?, pty?     RESULT ProcInfo: the process runs on in the
 //               {rows, cols}, stdin, buffer_bytes?,      agent's process table (process_messages.h)
 //               timeout_ms? (ProcStartRequest)
@@ -107,6 +112,7 @@
 #include "base/error.h"
 #include "protocol/exec_messages.h"
 #include "protocol/fs_messages.h"
+#include "protocol/fs_watch_messages.h"
 #include "protocol/ops.h"
 #include "protocol/process_messages.h"
 

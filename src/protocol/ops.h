@@ -22,6 +22,7 @@ inline constexpr std::string_view kFsMv = "fs.mv";
 inline constexpr std::string_view kFsChmod = "fs.chmod";
 inline constexpr std::string_view kFsGrep = "fs.grep";
 inline constexpr std::string_view kFsSed = "fs.sed";
+inline constexpr std::string_view kFsWatch = "fs.watch";
 inline constexpr std::string_view kProcStart = "proc.start";
 inline constexpr std::string_view kProcList = "proc.list";
 inline constexpr std::string_view kProcOutput = "proc.output";

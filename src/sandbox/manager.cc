@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "base/thread.h"
 #include "base/unique_fd.h"
+#include "sandbox/dir_watch_client.h"
 #include "sandbox/fs_client.h"
 #include "sandbox/lifecycle.h"
 
@@ -350,6 +351,13 @@ Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& 
   return FsClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Read(path, on_meta, sink);
+}
+
+Status SandboxManager::FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req,
+                               FsWatchSink& sink) {
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
+  return WatchDirectory(
+      *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout(), req, sink);
 }
 
 void SandboxManager::Shutdown() {

@@ -65,6 +65,11 @@ class SandboxService {
   // fs::read: `on_meta` is called once before any byte; `sink` gets the bytes.
   virtual Status FsRead(const std::string& sandbox_id, const std::string& path,
                         const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) = 0;
+  // fs.watch (protocol/fs_watch_messages.h): the changes below a directory
+  // into `sink` until it says no (S216), the directory goes away (OK) or
+  // the sandbox stops (sandbox/dir_watch_client.h).
+  virtual Status FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req,
+                         FsWatchSink& sink) = 0;
 
   // Live processes (docs/api.md#sandboxprocessstart). A one-shot op, already
   // validated; returns the agent's RESULT, checked against the op's answer

@@ -113,6 +113,12 @@ Result<nlohmann::json> TenantScope::Process(const std::string& sandbox_id, const
   return inner_.Process(sandbox_id, call);
 }
 
+Status TenantScope::FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req,
+                            FsWatchSink& sink) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.FsWatch(sandbox_id, req, sink);
+}
+
 Result<proto::ProcInfo> TenantScope::ProcessOutput(const std::string& sandbox_id,
                                                    const proto::ProcOutputRequest& req,
                                                    ProcessOutputSink& sink) {

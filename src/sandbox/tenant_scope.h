@@ -44,6 +44,7 @@ class TenantScope : public SandboxService {
                                  bool parents, const ByteSource& source) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+  Status FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req, FsWatchSink& sink) override;
 
   Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) override;
   Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id, const proto::ProcOutputRequest& req,

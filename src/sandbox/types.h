@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "isolation/isolator.h"
+#include "protocol/fs_watch_messages.h"
 
 namespace skiff {
 
@@ -75,6 +76,18 @@ struct ProcessOutputSink {
   virtual bool OnGap(uint8_t channel, int64_t from, int64_t to) = 0;
   // Asked about once a second while a followed process is quiet: false
   // ends the stream (a client that disconnected without a byte to write).
+  virtual bool Wanted() { return true; }
+};
+
+// Receives the changes fs.watch reports (SandboxService::FsWatch).
+// Returning false ends the watch (the reader went away).
+struct FsWatchSink {
+  virtual ~FsWatchSink() = default;
+  // Once, first: the watch is set; every change from now on is reported.
+  virtual bool OnStart() = 0;
+  virtual bool OnEvent(const proto::FsWatchEvent& event) = 0;
+  // Asked about once a second while nothing changes: false ends the watch
+  // (a client that disconnected without a byte to write).
   virtual bool Wanted() { return true; }
 };
 

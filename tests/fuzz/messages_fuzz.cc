@@ -62,6 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<FsSedRequest>(j);
   Check<FsSedFileResult>(j);
   Check<FsSedResult>(j);
+  Check<FsWatchRequest>(j);
+  Check<FsWatchEvent>(j);
   Check<AgentHello>(j);
   Check<HostHello>(j);
   Check<Resume>(j);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -35,6 +36,90 @@ class AgentFs : public ::testing::Test {
   }
   std::unique_ptr<AgentSandbox> sb_;
 };
+
+// ------------------------------------------------------------------ watch
+
+// The agent's open inotify instances, seen from the host.
+int InotifyFds(pid_t pid) {
+  int n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string() == "anon_inode:inotify") ++n;
+  }
+  return n;
+}
+
+// The event lines of a watch stream until `want` of them came, or 10 s.
+std::vector<json> WatchLines(proto::Stream& s, size_t want, std::string& partial) {
+  std::vector<json> out;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (out.size() < want) {
+    auto e = s.Next(deadline);
+    if (!e || e->kind != proto::Event::Kind::kData) break;
+    partial += e->data;
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+      out.push_back(json::parse(partial.substr(0, nl)));
+  }
+  return out;
+}
+
+TEST_F(AgentFs, WatchStreamsChangesUntilCancelled) {
+  sb_->Sh("mkdir -p /wt/old");
+  auto s = sb_->client().Open(json{{"op", "fs.watch"}, {"path", "/wt"}, {"recursive", true}});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->End(proto::kStdin).ok());
+  auto meta = (*s)->Next(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(meta.has_value());
+  ASSERT_EQ(meta->kind, proto::Event::Kind::kMeta) << meta->json.dump();
+  // Through a process in the sandbox, as a program there changes files.
+  sb_->Sh("echo hi > /wt/a.txt; mkdir /wt/new");
+  std::string partial;
+  auto first = WatchLines(**s, 3, partial);
+  sb_->Sh("echo deep > /wt/new/b; rm /wt/old -r");
+  auto second = WatchLines(**s, 3, partial);
+  auto has = [](const std::vector<json>& v, const char* name, const char* type) {
+    for (const json& j : v)
+      if (j["name"] == name && j["type"] == type) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(first, "a.txt", "create")) << json(first).dump();
+  EXPECT_TRUE(has(first, "a.txt", "write")) << json(first).dump();
+  EXPECT_TRUE(has(first, "new", "create")) << json(first).dump();
+  EXPECT_TRUE(has(second, "new/b", "create")) << json(second).dump();
+  EXPECT_TRUE(has(second, "old", "remove")) << json(second).dump();
+  EXPECT_EQ(InotifyFds(sb_->agent_pid()), 1);
+  (*s)->Cancel();
+  auto end = (*s)->Next(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->kind, proto::Event::Kind::kResult);
+  // The agent let go of its inotify instance.
+  EXPECT_EQ(InotifyFds(sb_->agent_pid()), 0);
+}
+
+TEST_F(AgentFs, WatchEndsWhenItsDirectoryGoesAndRefusesNonDirectories) {
+  sb_->Sh("mkdir -p /wg; echo x > /wf");
+  EXPECT_EQ(CodeOf(Op("fs.watch", {{"path", "/none"}})), "S211");
+  EXPECT_EQ(CodeOf(Op("fs.watch", {{"path", "/wf"}})), "S212");
+  EXPECT_EQ(CodeOf(Op("fs.watch", {{"path", ""}})), "S001");
+  auto s = sb_->client().Open(json{{"op", "fs.watch"}, {"path", "/wg"}});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->End(proto::kStdin).ok());
+  auto meta = (*s)->Next(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(meta.has_value());
+  ASSERT_EQ(meta->kind, proto::Event::Kind::kMeta);
+  sb_->Sh("rmdir /wg");
+  bool ended = false, result = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; !result;) {
+    auto e = (*s)->Next(deadline);
+    if (!e) break;
+    if (e->kind == proto::Event::Kind::kEnd) ended = true;
+    if (e->kind == proto::Event::Kind::kResult) result = true;
+  }
+  EXPECT_TRUE(ended);
+  EXPECT_TRUE(result);
+}
 
 // ------------------------------------------------------------------ ls / stat
 

@@ -380,6 +380,104 @@ TEST_F(E2bApiTest, BadStreamingRequestsEndTheStreamWithTheError) {
   EXPECT_TRUE(Fake().proc_calls.empty()) << "no process was started";
 }
 
+// The envelopes of a streamed answer: (flags, JSON) each.
+std::vector<std::pair<uint8_t, json>> Envelopes(const std::string& body) {
+  std::vector<std::pair<uint8_t, json>> out;
+  for (size_t at = 0; at + 5 <= body.size();) {
+    uint32_t n = (uint32_t{static_cast<uint8_t>(body[at + 1])} << 24) |
+                 (uint32_t{static_cast<uint8_t>(body[at + 2])} << 16) |
+                 (uint32_t{static_cast<uint8_t>(body[at + 3])} << 8) |
+                 uint32_t{static_cast<uint8_t>(body[at + 4])};
+    out.emplace_back(static_cast<uint8_t>(body[at]), json::parse(body.substr(at + 5, n), nullptr, false));
+    at += 5 + n;
+  }
+  return out;
+}
+
+TEST_F(E2bApiTest, WatchDirStartsThenStreamsEventsWithNamesAndEntries) {
+  std::string token = Create();
+  Fake().watch_events = {{"a.txt", proto::FsWatchChange::kCreate},
+                         {"sub/b", proto::FsWatchChange::kWrite},
+                         {"gone", proto::FsWatchChange::kRemove}};
+  Fake().fs_result =
+      proto::FsEntry{"x", false, 3, "0644", 1788264000, false, 0, 0, "user", "user", {}}.ToJson();
+  Captured c =
+      Run(Envd("/filesystem.Filesystem/WatchDir", token),
+          Envelope(kEnvelopeMessage, R"({"path":"/home/user/w","recursive":true,"includeEntry":true})"));
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.content_type, "application/connect+json");
+  ASSERT_TRUE(Fake().watch_request);
+  EXPECT_EQ(Fake().watch_request->path, "/home/user/w");
+  EXPECT_TRUE(Fake().watch_request->recursive);
+  auto ev = Envelopes(c.body);
+  ASSERT_EQ(ev.size(), 5u) << c.body;
+  EXPECT_EQ(ev[0].second, json::parse(R"({"start":{}})"));
+  EXPECT_EQ(ev[1].second["filesystem"]["name"], "a.txt");
+  EXPECT_EQ(ev[1].second["filesystem"]["type"], "EVENT_TYPE_CREATE");
+  EXPECT_EQ(ev[1].second["filesystem"]["entry"]["path"], "/home/user/w/a.txt");
+  EXPECT_EQ(ev[2].second["filesystem"]["name"], "sub/b");
+  EXPECT_EQ(ev[2].second["filesystem"]["type"], "EVENT_TYPE_WRITE");
+  EXPECT_EQ(ev[3].second["filesystem"]["type"], "EVENT_TYPE_REMOVE");
+  EXPECT_FALSE(ev[3].second["filesystem"].contains("entry")) << "a removed entry has none";
+  // The directory went away: the stream ends cleanly.
+  EXPECT_EQ(ev[4].first, kEnvelopeEndStream);
+  EXPECT_EQ(ev[4].second, json::object());
+  // The stats asked for the entries, of the paths below the watched directory.
+  ASSERT_EQ(Fake().fs_calls.size(), 2u);
+  EXPECT_EQ(Fake().fs_calls[1].second["path"], "/home/user/w/sub/b");
+}
+
+TEST_F(E2bApiTest, WatchDirResolvesRelativePathsAndDefaultsToNotRecursive) {
+  std::string token = Create();
+  Request r = Envd("/filesystem.Filesystem/WatchDir", token);
+  r.headers["authorization"] = "Basic " + Base64Encode("user:");  // as the SDK names its user
+  Captured c = Run(r, Envelope(kEnvelopeMessage, R"({"path":"w"})"));
+  ASSERT_TRUE(Fake().watch_request);
+  EXPECT_EQ(Fake().watch_request->path, "/home/user/w");
+  EXPECT_FALSE(Fake().watch_request->recursive);
+  auto ev = Envelopes(c.body);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].second, json::parse(R"({"start":{}})"));
+}
+
+TEST_F(E2bApiTest, WatchDirErrorsEndTheStreamWithTheirConnectCode) {
+  std::string token = Create();
+  const std::pair<Error, const char*> cases[] = {
+      {Error(Code::kS211, "file not found: /nope"), "not_found"},
+      {Error(Code::kS212, "not a directory: /f"), "invalid_argument"},
+      {Error(Code::kS216, "fs.watch: the kernel's limit of inotify watches is reached"), "unknown"},
+  };
+  for (const auto& [err, code] : cases) {
+    Fake().watch_refusal = err;
+    Captured c =
+        Run(Envd("/filesystem.Filesystem/WatchDir", token), Envelope(kEnvelopeMessage, R"({"path":"/x"})"));
+    EXPECT_EQ(c.status, 200);
+    auto ev = Envelopes(c.body);
+    ASSERT_EQ(ev.size(), 1u) << c.body;
+    EXPECT_EQ(ev[0].first, kEnvelopeEndStream);
+    EXPECT_EQ(ev[0].second["error"]["code"], code) << c.body;
+  }
+  // Lost events after the start: the stream ends with the error, not silently.
+  Fake().watch_refusal.reset();
+  Fake().watch_end = Error(Code::kS218, "fs.watch: events were lost");
+  auto ev = Envelopes(
+      Run(Envd("/filesystem.Filesystem/WatchDir", token), Envelope(kEnvelopeMessage, R"({"path":"/x"})"))
+          .body);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].first, kEnvelopeEndStream);
+  EXPECT_NE(ev[1].second["error"]["message"].get<std::string>().find("lost"), std::string::npos);
+  // Bad requests never reach the sandbox.
+  Fake().watch_request.reset();
+  for (const std::string& body :
+       {std::string("{}"), Envelope(kEnvelopeMessage, "{}"), Envelope(kEnvelopeMessage, R"({"path":5})"),
+        Envelope(kEnvelopeMessage, R"({"path":"/x","recursive":"yes"})")}) {
+    auto bad = Envelopes(Run(Envd("/filesystem.Filesystem/WatchDir", token), body).body);
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_EQ(bad[0].second["error"]["code"], "invalid_argument");
+  }
+  EXPECT_FALSE(Fake().watch_request) << "nothing was watched";
+}
+
 TEST_F(E2bApiTest, SignedUrlsNameTheirSandboxAndNothingElse) {
   std::string token = Create();
   Request r;

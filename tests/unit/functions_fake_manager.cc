@@ -198,6 +198,17 @@ Status FakeSandboxService::FsRead(const std::string& id, const std::string&,
   return OkStatus();
 }
 
+Status FakeSandboxService::FsWatch(const std::string& id, const proto::FsWatchRequest& req,
+                                   FsWatchSink& sink) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  Fake().watch_request = req;
+  if (Fake().watch_refusal) return *Fake().watch_refusal;
+  if (!sink.OnStart()) return Error(Code::kS216, "fs.watch: the reader went away");
+  for (const proto::FsWatchEvent& e : Fake().watch_events)
+    if (!sink.OnEvent(e)) return Error(Code::kS216, "fs.watch: the reader went away");
+  return Fake().watch_end;
+}
+
 FakeState& Fake() {
   static FakeState state;
   return state;

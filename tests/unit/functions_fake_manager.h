@@ -51,6 +51,13 @@ struct FakeState {
   std::string proc_output_stdout;  // ProcessOutput sends it from offset 0 on stdout
   std::string proc_input;          // ProcessInput collects here
   proto::ProcInfo proc_info;
+  // FsWatch: the request, the events it reports after its start, and how it
+  // ends (OK: the directory went away); a failure before the start instead
+  // when watch_refusal is set.
+  std::optional<proto::FsWatchRequest> watch_request;
+  std::vector<proto::FsWatchEvent> watch_events;
+  Status watch_end = OkStatus();
+  std::optional<Error> watch_refusal;
 
   void Reset() { *this = FakeState(); }
 };
@@ -83,6 +90,7 @@ class FakeSandboxService : public SandboxService {
                                  bool parents, const ByteSource& source) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
+  Status FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req, FsWatchSink& sink) override;
   Result<nlohmann::json> Process(const std::string& sandbox_id, const proto::ProcessCall& call) override;
   Result<proto::ProcInfo> ProcessOutput(const std::string& sandbox_id, const proto::ProcOutputRequest& req,
                                         ProcessOutputSink& sink) override;

@@ -510,6 +510,39 @@ TEST(ProtocolMessages, FsSed) {
 
 // ------------------------------------------------------------------ fields
 
+TEST(ProtocolMessages, FsWatch) {
+  ExpectWire(FsWatchRequest{"/home/user", true}, R"({"op":"fs.watch","path":"/home/user","recursive":true})");
+  auto dflt = FsWatchRequest::FromJson(json{{"op", "fs.watch"}, {"path", "/w"}});
+  ASSERT_TRUE(dflt.ok());
+  EXPECT_FALSE(dflt->recursive);
+  ExpectRefused<FsWatchRequest>(json{{"op", "fs.watch"}}, Code::kS001);
+  ExpectRefused<FsWatchRequest>(json{{"op", "fs.watch"}, {"path", ""}}, Code::kS001);
+  ExpectRefused<FsWatchRequest>(json{{"op", "fs.watch"}, {"path", "/w"}, {"recursive", "yes"}}, Code::kS001);
+  ExpectRefused<FsWatchRequest>(json{{"op", "fs.ls"}, {"path", "/w"}}, Code::kS001);
+
+  ExpectWire(FsWatchEvent{"sub/a.txt", FsWatchChange::kWrite}, R"({"name":"sub/a.txt","type":"write"})");
+  for (const char* t : {"create", "write", "remove", "rename", "chmod"}) {
+    auto e = FsWatchEvent::FromJson(json{{"name", "a"}, {"type", t}});
+    ASSERT_TRUE(e.ok()) << t;
+    EXPECT_EQ(FsWatchChangeName(e->change), t);
+  }
+  // A hostile agent's names: absolute, escaping, empty, too long, NUL.
+  for (const std::string& bad :
+       {std::string(), std::string("/etc/passwd"), std::string(".."), std::string("a/../../b"),
+        std::string("a//b"), std::string("./a"), std::string("a/"), std::string(kMaxWatchName + 1, 'x'),
+        std::string("a\0b", 3)}) {
+    SCOPED_TRACE(bad);
+    ExpectRefused<FsWatchEvent>(json{{"name", bad}, {"type", "create"}}, Code::kS300);
+  }
+  EXPECT_TRUE(
+      FsWatchEvent::FromJson(json{{"name", std::string(kMaxWatchName, 'x')}, {"type", "create"}}).ok());
+  EXPECT_TRUE(FsWatchEvent::FromJson(json{{"name", "..a/b..c/.d"}, {"type", "create"}}).ok());
+  ExpectRefused<FsWatchEvent>(json{{"name", "a"}, {"type", "moved"}}, Code::kS300);
+  ExpectRefused<FsWatchEvent>(json{{"name", "a"}, {"type", 1}}, Code::kS300);
+  ExpectRefused<FsWatchEvent>(json{{"name", "a"}}, Code::kS300);
+  ExpectRefused<FsWatchEvent>(json::array(), Code::kS300);
+}
+
 TEST(ProtocolMessageFields, ReadersMatchTheAgentsRules) {
   using namespace field;
   EXPECT_EQ(*Int(json{{"n", UINT64_MAX}}, "n", 0), INT64_MAX);

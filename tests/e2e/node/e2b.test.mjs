@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import {
   Sandbox, CommandExitError, FileNotFoundError, NotFoundError, AuthenticationError, SandboxError,
-  SandboxNotFoundError
+  SandboxNotFoundError, InvalidArgumentError, FilesystemEventType
 } from 'e2b'
 
 const TEMPLATE = process.env.SKIFF_E2B_TEMPLATE ?? 'base'
@@ -203,6 +203,57 @@ test('files: write, read, list, exists, info, makeDir, rename, remove', async ()
   assert.equal(await sbx.files.exists('/tmp/e2b/b.txt'), false)
   await assert.rejects(sbx.files.read('/tmp/e2b/none'), FileNotFoundError)
   await assert.rejects(sbx.files.rename('/tmp/e2b/none', '/tmp/e2b/x'), FileNotFoundError)
+})
+
+// Resolves once `cond()` holds; fails after `ms`.
+async function waitFor (cond, what, ms = 30000) {
+  for (const end = Date.now() + ms; !cond();) {
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+}
+
+test('watchDir: changes as they happen, new subdirectories followed, entries, stop, timeout, errors', async () => {
+  const sbx = await create()
+  await sbx.files.makeDir('/tmp/w/old')
+  const seen = []
+  const has = (name, type) => seen.some(e => e.name === name && e.type === type)
+  const handle = await sbx.files.watchDir('/tmp/w', e => { seen.push(e) }, { recursive: true, includeEntry: true })
+  await sbx.commands.run('echo hi > /tmp/w/a.txt; mkdir /tmp/w/new; chmod 600 /tmp/w/a.txt')
+  await waitFor(() => has('a.txt', FilesystemEventType.CHMOD) && has('new', FilesystemEventType.CREATE), 'the first events')
+  assert.ok(has('a.txt', FilesystemEventType.CREATE))
+  assert.ok(has('a.txt', FilesystemEventType.WRITE))
+  const created = seen.find(e => e.name === 'a.txt' && e.type === FilesystemEventType.CREATE)
+  assert.equal(created.entry?.path, '/tmp/w/a.txt')
+  assert.equal(created.entry?.type, 'file')
+  // A directory created after the watch began is watched too; one removed
+  // is reported by its name.
+  await sbx.commands.run('echo deep > /tmp/w/new/b.txt; mv /tmp/w/new/b.txt /tmp/w/new/c.txt; rm -r /tmp/w/old')
+  await waitFor(() => has('new/c.txt', FilesystemEventType.CREATE) && has('old', FilesystemEventType.REMOVE), 'the events below new/')
+  assert.ok(has('new/b.txt', FilesystemEventType.CREATE))
+  assert.ok(has('new/b.txt', FilesystemEventType.RENAME))
+  await handle.stop()
+  const count = seen.length
+  await sbx.files.write('/tmp/w/after.txt', 'x')
+  await new Promise(resolve => setTimeout(resolve, 500))
+  assert.equal(seen.length, count, 'no event after stop')
+
+  // Not recursive (the SDK's default): a subdirectory's inside is not watched.
+  const flat = []
+  const h2 = await sbx.files.watchDir('/tmp/w', e => { flat.push(e) })
+  await sbx.commands.run('echo x > /tmp/w/new/d.txt; echo y > /tmp/w/top.txt')
+  await waitFor(() => flat.some(e => e.name === 'top.txt'), 'top.txt')
+  assert.ok(!flat.some(e => e.name.startsWith('new/')), JSON.stringify(flat))
+  assert.equal(flat[0].entry, undefined, 'entries only when asked')
+  await h2.stop()
+
+  // The watch ends at its timeout, and onExit hears of it.
+  let exited
+  await sbx.files.watchDir('/tmp/w', () => {}, { timeoutMs: 1000, onExit: err => { exited = err ?? 'clean' } })
+  await waitFor(() => exited !== undefined, 'onExit at the timeout', 15000)
+
+  await assert.rejects(sbx.files.watchDir('/tmp/none', () => {}), FileNotFoundError)
+  await assert.rejects(sbx.files.watchDir('/tmp/w/top.txt', () => {}), InvalidArgumentError)
 })
 
 test('signed URLs: download and upload without headers, expiry, exact refusals', async () => {

@@ -25,4 +25,4 @@ done
 cd "$here"
 export E2B_API_KEY=skiff-e2e-key E2B_API_URL="http://127.0.0.1:$port/e2b" E2B_SANDBOX_URL="http://127.0.0.1:$port/e2b"
 export SKIFF_E2B_ISOLATION="$isolation"
-node --test --test-concurrency=1 e2b.test.mjs || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
+node --test --test-concurrency=1 ${SKIFF_E2B_TEST_ARGS:-} e2b.test.mjs || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
