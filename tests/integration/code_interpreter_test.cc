@@ -115,7 +115,8 @@ class CodeInterpreter : public ::testing::TestWithParam<std::string> {
     e2b::Options options;
     options.isolation = GetParam();
     api_ = std::make_unique<e2b::Api>(
-        *mgr_, [this](std::string_view key) -> SandboxService* { return key == "key" ? mgr_.get() : nullptr; },
+        *mgr_,
+        [this](std::string_view key) -> SandboxService* { return key == "key" ? mgr_.get() : nullptr; },
         options);
   }
   void TearDown() override {
