@@ -94,6 +94,8 @@ class Context:
         # display_data image/png.
         env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # ipykernel's debugger warns on every kernel start without it.
+        env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
         self.km = KernelManager(kernel_name=KERNELS[language])
         self.km.start_kernel(cwd=cwd, env=env)
         self.kc = None

@@ -11,7 +11,9 @@ import { NotFoundError } from 'e2b'
 
 let sbx
 before(async () => {
-  sbx = await Sandbox.create({ timeoutMs: 300000 })
+  // The create waits for the server and its first kernel: seconds on KVM,
+  // minutes under TCG on a busy host.
+  sbx = await Sandbox.create({ timeoutMs: 600000, requestTimeoutMs: 600000 })
 })
 after(async () => {
   if (sbx) await sbx.kill().catch(() => {})
@@ -49,7 +51,10 @@ test('runCode: an exception is the execution error, with its traceback', async (
 })
 
 test('runCode: a matplotlib figure comes back as a PNG result', async () => {
-  const exec = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()')
+  // matplotlib's first import builds its font cache: slow under TCG.
+  const exec = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()', {
+    timeoutMs: 300000
+  })
   assert.equal(exec.error, undefined)
   const png = exec.results.find(r => r.png)
   assert.ok(png, JSON.stringify(exec.results.map(r => r.formats())))
