@@ -10,6 +10,10 @@ import { Sandbox } from '@e2b/code-interpreter'
 import { NotFoundError } from 'e2b'
 
 let sbx
+// runCode with the SDK's usual 60 s handshake bound. The sandbox's own
+// bound is the create's, which must be long; the SDK leaves a failed
+// call's timer running, which would keep the suite alive that long.
+const run = (code, opts = {}) => sbx.runCode(code, { requestTimeoutMs: 60000, ...opts })
 before(async () => {
   // The create waits for the server and its first kernel: seconds on KVM,
   // minutes under TCG on a busy host.
@@ -20,9 +24,9 @@ after(async () => {
 })
 
 test('runCode: variables survive between calls, the last expression is the main result', async () => {
-  const first = await sbx.runCode('x = 41')
+  const first = await run('x = 41')
   assert.equal(first.error, undefined)
-  const second = await sbx.runCode('x + 1')
+  const second = await run('x + 1')
   assert.equal(second.text, '42')
   assert.equal(second.results.filter(r => r.isMainResult).length, 1)
   assert.ok(second.executionCount > first.executionCount)
@@ -31,7 +35,7 @@ test('runCode: variables survive between calls, the last expression is the main 
 test('runCode: stdout and stderr stream to the callbacks and the logs', async () => {
   const out = []
   const err = []
-  const exec = await sbx.runCode("import sys\nprint('hi')\nprint('oops', file=sys.stderr)", {
+  const exec = await run("import sys\nprint('hi')\nprint('oops', file=sys.stderr)", {
     onStdout: m => out.push(m.line),
     onStderr: m => err.push(m.line)
   })
@@ -43,7 +47,7 @@ test('runCode: stdout and stderr stream to the callbacks and the logs', async ()
 
 test('runCode: an exception is the execution error, with its traceback', async () => {
   const seen = []
-  const exec = await sbx.runCode('1/0', { onError: e => seen.push(e.name) })
+  const exec = await run('1/0', { onError: e => seen.push(e.name) })
   assert.equal(exec.error.name, 'ZeroDivisionError')
   assert.equal(exec.error.value, 'division by zero')
   assert.match(exec.error.traceback, /ZeroDivisionError/)
@@ -52,7 +56,7 @@ test('runCode: an exception is the execution error, with its traceback', async (
 
 test('runCode: a matplotlib figure comes back as a PNG result', async () => {
   // matplotlib's first import builds its font cache: slow under TCG.
-  const exec = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()', {
+  const exec = await run('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()', {
     timeoutMs: 300000
   })
   assert.equal(exec.error, undefined)
@@ -63,9 +67,9 @@ test('runCode: a matplotlib figure comes back as a PNG result', async () => {
 })
 
 test('runCode: envs apply to one execution only', async () => {
-  const withEnv = await sbx.runCode("import os\nos.environ.get('SKIFF_T', 'unset')", { envs: { SKIFF_T: 'set' } })
+  const withEnv = await run("import os\nos.environ.get('SKIFF_T', 'unset')", { envs: { SKIFF_T: 'set' } })
   assert.equal(withEnv.text, "'set'")
-  const without = await sbx.runCode("os.environ.get('SKIFF_T', 'unset')")
+  const without = await run("os.environ.get('SKIFF_T', 'unset')")
   assert.equal(without.text, "'unset'")
 })
 
@@ -73,15 +77,15 @@ test('contexts: create, run in, list, restart, remove; an unknown one is NotFoun
   const ctx = await sbx.createCodeContext({ cwd: '/tmp' })
   assert.equal(ctx.language, 'python')
   assert.equal(ctx.cwd, '/tmp')
-  const cwd = await sbx.runCode('import os\nos.getcwd()', { context: ctx })
+  const cwd = await run('import os\nos.getcwd()', { context: ctx })
   assert.equal(cwd.text, "'/tmp'")
-  const isolated = await sbx.runCode("'x' in dir()", { context: ctx })
+  const isolated = await run("'x' in dir()", { context: ctx })
   assert.equal(isolated.text, 'False')
   assert.ok((await sbx.listCodeContexts()).some(c => c.id === ctx.id))
-  await sbx.runCode('y = 1', { context: ctx })
+  await run('y = 1', { context: ctx })
   await sbx.restartCodeContext(ctx)
-  assert.equal((await sbx.runCode('y', { context: ctx })).error.name, 'NameError')
+  assert.equal((await run('y', { context: ctx })).error.name, 'NameError')
   await sbx.removeCodeContext(ctx)
   assert.ok(!(await sbx.listCodeContexts()).some(c => c.id === ctx.id))
-  await assert.rejects(sbx.runCode('1', { context: ctx }), NotFoundError)
+  await assert.rejects(run('1', { context: ctx }), NotFoundError)
 })
