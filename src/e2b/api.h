@@ -26,7 +26,8 @@ namespace skiff::e2b {
 struct Options {
   // E2B template name -> skiff image; a template not listed is used as an
   // image name as it is.
-  std::map<std::string, std::string> templates = {{"base", "base"}, {"code-interpreter-v1", "python"}};
+  std::map<std::string, std::string> templates = {{"base", "base"},
+                                                  {"code-interpreter-v1", "code-interpreter"}};
   uint64_t default_timeout_secs = 300;
   // A fork's lifetime when the request names none (E2B's default).
   uint64_t fork_default_timeout_secs = 15;
@@ -114,6 +115,9 @@ class Api {
   // Books a sandbox skiff made for E2B (create, fork): a fresh access
   // token, a lifetime of `secs` from now, its shape as `svc` lists it.
   SandboxRecord Register(SandboxService& svc, SandboxRecord r, uint64_t secs);
+  // Starts the services `created`'s image declares, each as a live process,
+  // and runs its readiness check (bounded by its ready timeout).
+  Status StartServices(SandboxService& svc, const CreateResult& created);
 
   // What a template ID names (templates.cc): an image, or one of the
   // caller's snapshots.

@@ -94,6 +94,13 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
     if (code == Code::kS007) return Reply::Error(400, "template '" + tpl + "': " + created.error().message());
     return Failed(created.error());
   }
+  // The image's services (docs/images.md#services), e.g. the code
+  // interpreter's server: started and ready before the SDK gets the id, or
+  // the sandbox is stopped and the create fails saying which and why.
+  if (Status st = StartServices(svc, *created); !st.ok()) {
+    (void)svc.Stop(created->sandbox_id, false);
+    return Failed(st.error());
+  }
   SandboxRecord r;
   r.sandbox_id = created->sandbox_id;
   r.template_id = tpl;
@@ -104,6 +111,32 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   r.auto_pause = auto_pause;
   r.auto_resume = auto_resume;
   return Reply::Json(201, SandboxJson(Register(svc, std::move(r), secs)));
+}
+
+Status Api::StartServices(SandboxService& svc, const CreateResult& created) {
+  for (const ImageService& service : created.services) {
+    proto::ProcStartRequest start;
+    start.argv = service.command;
+    start.tag = "service:" + service.name;
+    auto started = svc.Process(created.sandbox_id, start);
+    if (!started.ok())
+      return Platform("e2b",
+                      "image service '" + service.name + "' did not start: " + started.error().message());
+    if (service.ready.empty()) continue;
+    ExecSpec probe;
+    probe.sandbox_id = created.sandbox_id;
+    probe.argv = service.ready;
+    probe.timeout_ms = uint64_t{service.ready_timeout_secs} * 1000;
+    auto ready = svc.Exec(probe);
+    if (!ready.ok() || ready->exit_code != 0) {
+      std::string why = !ready.ok() ? ready.error().message()
+                                    : "exit " + std::to_string(ready->exit_code) + ": " + ready->stderr_text;
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      return Platform("e2b", "image service '" + service.name + "' was not ready within " +
+                                 std::to_string(service.ready_timeout_secs) + " s (" + why + ")");
+    }
+  }
+  return OkStatus();
 }
 
 SandboxRecord Api::Register(SandboxService& svc, SandboxRecord r, uint64_t secs) {

@@ -1,11 +1,13 @@
 #include "images/build.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "base/file_io.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "images/recipe.h"
@@ -36,6 +38,35 @@ std::vector<std::string> DebianMirrors(const std::string& suite) {
   return out;
 }
 
+// Adds a recipe file to a freshly built rootfs: every directory below the
+// rootfs is created 0755 when missing and must not be a symlink (the tree
+// is Debian's, but a path is never resolved through a link), the file is
+// written without following a link and gets exactly its mode, owned by root.
+Status InstallFile(const std::string& rootfs, const RecipeFile& file, const std::string& bytes) {
+  std::string dir = rootfs;
+  size_t pos = 1;
+  while (true) {
+    size_t slash = file.path.find('/', pos);
+    if (slash == std::string::npos) break;
+    dir += "/" + file.path.substr(pos, slash - pos);
+    pos = slash + 1;
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0) {
+      if (errno != ENOENT || ::mkdir(dir.c_str(), 0755) != 0)
+        return Error::Sys(Code::kS300, "mkdir", dir, errno);
+    } else if (!S_ISDIR(st.st_mode)) {
+      return Platform("sandbox", "recipe file " + file.path + ": " + dir + " is not a directory");
+    }
+  }
+  std::string path = rootfs + file.path;
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return Error::Sys(Code::kS300, "open", path, errno);
+  SKIFF_RETURN_IF_ERROR(WriteAll(fd.get(), bytes, path));
+  if (::fchown(fd.get(), 0, 0) != 0) return Error::Sys(Code::kS300, "fchown", path, errno);
+  if (::fchmod(fd.get(), file.mode) != 0) return Error::Sys(Code::kS300, "fchmod", path, errno);
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const ProgressFn& progress) {
@@ -44,6 +75,13 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
     SKIFF_LOG(Debug) << "image " << name << ": " << s;
   };
   SKIFF_ASSIGN_OR_RETURN(Recipe recipe, PresetRecipe(name));
+  // The files' bytes are checked before anything is built: a file changed
+  // without its recipe's pin is refused at once.
+  std::vector<std::string> file_bytes;
+  for (const auto& f : recipe.files) {
+    SKIFF_ASSIGN_OR_RETURN(std::string bytes, RecipeFileBytes(f));
+    file_bytes.push_back(std::move(bytes));
+  }
   // Called without the build lock held (EnsureBlockImage takes it).
   auto finish = [&](ImageMeta meta) -> Result<ImageMeta> {
     SKIFF_RETURN_IF_ERROR(store.SetCurrent(name, meta.digest));
@@ -110,6 +148,10 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
     if (progress) progress(line);
   });
   if (!st.ok()) return std::move(st).error();
+  for (size_t i = 0; i < recipe.files.size(); ++i) {
+    say("adding " + recipe.files[i].path);
+    SKIFF_RETURN_IF_ERROR(InstallFile(rootfs, recipe.files[i], file_bytes[i]));
+  }
   if (::chmod(rootfs.c_str(), 0755) != 0) return Error::Sys(Code::kS300, "chmod", rootfs, errno);
 
   ImageMeta meta;
@@ -120,6 +162,7 @@ Result<ImageMeta> BuildPreset(const Store& store, const std::string& name, const
   meta.env = recipe.env;
   meta.workdir = recipe.workdir;
   meta.user = recipe.user;
+  meta.services = recipe.services;
   meta.created_ms = NowUnixMillis();
   meta.build_ms = static_cast<uint64_t>(MonotonicMillis() - t0);
   SKIFF_RETURN_IF_ERROR(store.Commit(tmp, meta));

@@ -133,6 +133,7 @@ Result<ResolvedImage> Catalog::Resolve(const std::string& name, bool block_image
   out.env = meta->env;
   out.workdir = meta->workdir;
   out.user = meta->user;
+  out.services = meta->services;
   out.lease = std::make_shared<const images::ImageLease>(std::move(*lease));
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "images/image_policy.h"
+#include "images/image_service.h"
 #include "isolation/isolator.h"
 
 namespace skiff {
@@ -29,9 +30,10 @@ struct CatalogEntry {
 struct ResolvedImage {
   std::string name;
   RootfsSpec rootfs;
-  std::vector<std::string> env;  // image Env ("K=V"), layer 2 of docs/api.md#sandboxexec
-  std::string workdir;           // "" = "/"
-  std::string user;              // "" = root
+  std::vector<std::string> env;        // image Env ("K=V"), layer 2 of docs/api.md#sandboxexec
+  std::string workdir;                 // "" = "/"
+  std::string user;                    // "" = root
+  std::vector<ImageService> services;  // what a create may start (docs/images.md#services)
   // Held for the sandbox's lifetime: gc and `skiff image rm` (in any
   // process) leave the entry alone while it exists. Null for `host`.
   std::shared_ptr<const images::ImageLease> lease;

@@ -42,9 +42,22 @@ bool ValidCatalogName(const std::string& name) {
 }
 
 nlohmann::json MetaToJson(const ImageMeta& m) {
-  return {{"name", m.name},        {"digest", m.digest},   {"kind", m.kind}, {"source", m.source},
-          {"env", m.env},          {"workdir", m.workdir}, {"user", m.user}, {"created_ms", m.created_ms},
-          {"build_ms", m.build_ms}};
+  nlohmann::json j = {
+      {"name", m.name},        {"digest", m.digest},   {"kind", m.kind}, {"source", m.source},
+      {"env", m.env},          {"workdir", m.workdir}, {"user", m.user}, {"created_ms", m.created_ms},
+      {"build_ms", m.build_ms}};
+  // Written only when there are some: entries without services stay as
+  // they always were.
+  if (!m.services.empty()) {
+    nlohmann::json services = nlohmann::json::array();
+    for (const auto& s : m.services)
+      services.push_back({{"name", s.name},
+                          {"command", s.command},
+                          {"ready", s.ready},
+                          {"ready_timeout_secs", s.ready_timeout_secs}});
+    j["services"] = std::move(services);
+  }
+  return j;
 }
 
 }  // namespace
@@ -93,6 +106,17 @@ std::optional<ImageMeta> Store::Read(const std::string& digest) const {
     m.user = j.at("user").get<std::string>();
     m.created_ms = j.value("created_ms", int64_t{0});
     m.build_ms = j.value("build_ms", uint64_t{0});
+    if (auto it = j.find("services"); it != j.end()) {
+      for (const auto& sj : it->get_ref<const nlohmann::json::array_t&>()) {
+        ImageService s;
+        s.name = sj.at("name").get<std::string>();
+        s.command = sj.at("command").get<std::vector<std::string>>();
+        s.ready = sj.value("ready", std::vector<std::string>{});
+        s.ready_timeout_secs = sj.value("ready_timeout_secs", uint32_t{30});
+        if (s.command.empty()) return std::nullopt;
+        m.services.push_back(std::move(s));
+      }
+    }
     if (m.digest != digest) return std::nullopt;
     return m;
   } catch (const nlohmann::json::exception&) {

@@ -26,6 +26,7 @@
 #include "base/fs_util.h"
 #include "base/unique_fd.h"
 #include "images/image_policy.h"
+#include "images/image_service.h"
 
 namespace skiff::images {
 
@@ -37,6 +38,7 @@ struct ImageMeta {
   std::vector<std::string> env;
   std::string workdir;
   std::string user;
+  std::vector<ImageService> services;  // presets only (recipe `services`)
   int64_t created_ms = 0;
   uint64_t build_ms = 0;
 };

@@ -24,9 +24,9 @@
 namespace skiff {
 namespace {
 
-const std::set<std::string> kPresets = {"python", "node", "base"};
+const std::set<std::string> kPresets = {"python", "node", "base", "code-interpreter"};
 // image_allowlist absent.
-const std::vector<std::string> kDefaultAllowlist = {"python", "node"};
+const std::vector<std::string> kDefaultAllowlist = {"python", "node", "code-interpreter"};
 
 Error ConfigError(std::string_view key, std::string_view detail) {
   std::string msg = "invalid config: ";

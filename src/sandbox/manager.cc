@@ -170,7 +170,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
     if (sb) {
       stats_.created++;
       NotifyCreated(sb->image, true, t0);
-      return CreateResult{sb->id, sb->image, sb->isolation};
+      return CreateResult{sb->id, sb->image, sb->isolation, sb->image_services};
     }
   }
 
@@ -205,7 +205,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   WatchAgent(sb);
   stats_.created++;
   NotifyCreated(sb->image, false, t0);
-  return CreateResult{sb->id, sb->image, sb->isolation};
+  return CreateResult{sb->id, sb->image, sb->isolation, sb->image_services};
 }
 
 Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
@@ -243,6 +243,7 @@ SandboxPolicy SandboxManager::PrepareBoot(Sandbox& sb, const BootParams& p, cons
   sb.image_env = img.env;
   sb.image_workdir = img.workdir;
   sb.image_user = img.user;
+  sb.image_services = img.services;
   sb.image_lease = img.lease;
 
   SandboxPolicy policy;

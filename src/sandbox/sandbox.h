@@ -44,6 +44,7 @@ class Sandbox {
   std::vector<std::string> image_env;  // layer 2
   std::string image_workdir;
   std::string image_user;
+  std::vector<ImageService> image_services;  // the image's declared services
   // Shared lease on the image's store entry, held until the sandbox is torn
   // down so no gc or `skiff image rm` (of any process) deletes its files.
   std::shared_ptr<const images::ImageLease> image_lease;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "images/image_service.h"
 #include "isolation/isolator.h"
 #include "protocol/fs_watch_messages.h"
 
@@ -52,6 +53,9 @@ struct CreateResult {
   std::string sandbox_id;
   std::string image;
   std::string isolation;
+  // The services the image declares (docs/images.md#services); the caller
+  // decides whether to start them (the E2B create does).
+  std::vector<ImageService> services;
 };
 
 // Receives output as it is produced (CLI streaming). May be null.

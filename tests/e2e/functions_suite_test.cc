@@ -379,9 +379,9 @@ TEST_P(FunctionsSuite, CreateListStopLifecycle) {
   json cat = CallOk("sandbox::catalog::list", {{"ignored", true}});
   std::vector<std::string> names;
   for (const auto& i : cat["images"]) names.push_back(i["name"]);
-  ASSERT_GE(names.size(), 4u);
-  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 4),
-            (std::vector<std::string>{"python", "node", "base", "host"}));
+  ASSERT_GE(names.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 5),
+            (std::vector<std::string>{"python", "node", "base", "code-interpreter", "host"}));
   for (const auto& i : cat["images"]) {
     if (i["name"] == "base") {
       EXPECT_EQ(i["kind"], "preset");

@@ -47,10 +47,12 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
   EXPECT_TRUE(c.warnings.empty());
 }
 
-TEST(ConfigTest, DefaultAllowlistIsPythonAndNodeOnly) {
+// code-interpreter too: it is what E2B's runCode SDK creates by default.
+TEST(ConfigTest, DefaultAllowlistIsPythonNodeAndCodeInterpreterOnly) {
   Config c = MustParse("{}");
   EXPECT_TRUE(c.ImageAllowed("python"));
   EXPECT_TRUE(c.ImageAllowed("node"));
+  EXPECT_TRUE(c.ImageAllowed("code-interpreter"));
   EXPECT_FALSE(c.ImageAllowed("base"));
   EXPECT_FALSE(c.ImageAllowed("host"));
   c.allow_all_images = true;
@@ -61,7 +63,8 @@ TEST(ConfigTest, DefaultAllowlistIsPythonAndNodeOnly) {
 // The image policy allows exactly what Config::ImageAllowed allows and
 // carries the store directory, custom images and auto_install over.
 TEST(ConfigTest, ImagePolicyMatchesTheConfig) {
-  const std::vector<std::string> names = {"python", "node", "base", "host", "app", "other"};
+  const std::vector<std::string> names = {"python", "node", "base", "code-interpreter",
+                                          "host",   "app",  "other"};
   auto expect_same = [&](const Config& c) {
     images::ImagePolicy p = ImagePolicyFor(c);
     for (const auto& n : names) EXPECT_EQ(p.Allowed(n), c.ImageAllowed(n)) << n;
@@ -155,7 +158,7 @@ TEST(ConfigTest, WrappedSandboxShapeIsRejected) {
 }
 
 TEST(ConfigTest, CustomImageMayNotShadowPresetsOrHost) {
-  for (const char* name : {"python", "node", "base", "host"}) {
+  for (const char* name : {"python", "node", "base", "code-interpreter", "host"}) {
     std::string msg = ErrorOf(std::string("custom_images:\n  ") + name + ": x/y:1\n");
     EXPECT_THAT(msg, HasSubstr(std::string("custom_images.") + name));
   }

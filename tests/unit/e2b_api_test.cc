@@ -223,6 +223,51 @@ TEST_F(E2bApiTest, CreateAnswersTheSandboxAndAppliesTheRequest) {
   EXPECT_FALSE(Fake().last_create.network) << "deny by default";
 }
 
+// docs/images.md#services: an image's services start with the E2B create,
+// and the create answers only once each one's readiness check passed.
+TEST_F(E2bApiTest, CreateStartsTheImageServicesAndWaitsUntilTheyAreReady) {
+  ImageService svc_decl;
+  svc_decl.name = "interp";
+  svc_decl.command = {"/usr/bin/python3", "/srv.py"};
+  svc_decl.ready = {"/usr/bin/python3", "/srv.py", "--wait", "60"};
+  svc_decl.ready_timeout_secs = 70;
+  Fake().create_services = {svc_decl};
+  Captured c = Run(Control("POST", "/v2/sandboxes"), R"({"templateID":"code-interpreter-v1"})");
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_EQ(Fake().last_create.image, "code-interpreter") << "the alias names the code-interpreter preset";
+  ASSERT_EQ(Fake().proc_calls.size(), 1u) << "one live process per service";
+  std::string start = Fake().proc_calls[0].second.dump();
+  EXPECT_NE(start.find(R"(["/usr/bin/python3","/srv.py"])"), std::string::npos) << start;
+  EXPECT_NE(start.find("service:interp"), std::string::npos) << start;
+  EXPECT_EQ(Fake().last_exec.argv, svc_decl.ready);
+  EXPECT_EQ(Fake().last_exec.timeout_ms, std::optional<uint64_t>(70000));
+  EXPECT_TRUE(Fake().last_stop.empty());
+}
+
+TEST_F(E2bApiTest, CreateFailsAndStopsTheSandboxWhenAServiceIsNotReady) {
+  ImageService svc_decl;
+  svc_decl.name = "interp";
+  svc_decl.command = {"/srv"};
+  svc_decl.ready = {"/probe"};
+  svc_decl.ready_timeout_secs = 5;
+  Fake().create_services = {svc_decl};
+  Fake().exec_result.exit_code = 1;
+  Fake().exec_result.stderr_text = "no answer on 49999\n";
+  Captured c = Run(Control("POST", "/v2/sandboxes"), R"({"templateID":"code-interpreter-v1"})");
+  EXPECT_EQ(c.status, 500) << c.body;
+  EXPECT_NE(c.body.find("image service 'interp' was not ready within 5 s (exit 1: no answer on 49999)"),
+            std::string::npos);
+  EXPECT_EQ(Fake().last_stop, kLiveId) << "a sandbox whose service failed is not left behind";
+  EXPECT_EQ(Run(Control("GET", "/v2/sandboxes")).Json().size(), 0u) << "and not booked";
+}
+
+TEST_F(E2bApiTest, AnImageWithoutServicesStartsNothing) {
+  Captured c = Run(Control("POST", "/v2/sandboxes"), R"({"templateID":"base"})");
+  ASSERT_EQ(c.status, 201) << c.body;
+  EXPECT_TRUE(Fake().proc_calls.empty());
+  EXPECT_TRUE(Fake().last_exec.argv.empty());
+}
+
 TEST_F(E2bApiTest, HostileCreateBodiesAreRefusedAndCreateNothing) {
   for (const char* body :
        {R"({"metadata":{"k":1}})", R"({"metadata":"x"})", R"({"envVars":[1]})", R"({"timeout":-5})",

@@ -16,7 +16,7 @@ Status FakeLookup(const std::string& id) {
 Result<CreateResult> FakeSandboxService::Create(const CreateSpec& spec) {
   ++Fake().calls;
   Fake().last_create = spec;
-  return CreateResult{kLiveId, spec.image, spec.isolation.value_or("jail")};
+  return CreateResult{kLiveId, spec.image, spec.isolation.value_or("jail"), Fake().create_services};
 }
 
 Result<ExecResult> FakeSandboxService::Exec(const ExecSpec& spec, OutputSink*) {

@@ -45,6 +45,7 @@ struct FakeState {
   std::optional<Error> fork_error;             // what Fork answers instead of copies
   std::map<std::string, std::string> tenants;  // TenantOf: id -> tenant (ids in `live` only)
   std::vector<CatalogEntry> catalog;
+  std::vector<ImageService> create_services;  // what Create says the image declares
   // Process*: the requests as the agent would receive them, and answers.
   std::vector<std::pair<std::string, nlohmann::json>> proc_calls;
   nlohmann::json proc_result = nlohmann::json::object();

@@ -191,8 +191,127 @@ TEST(Recipe, RejectsBadFields) {
   }
 }
 
+constexpr char kRecipeWithFilesAndServices[] =
+    "name: demo\nsuite: bookworm\nvariant: minbase\n"
+    "files:\n"
+    "  - path: /usr/local/lib/demo/server.py\n"
+    "    source: server.py\n"
+    "    sha256: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n"
+    "    mode: \"0755\"\n"
+    "services:\n"
+    "  - name: web\n"
+    "    command: [/usr/bin/python3, /usr/local/lib/demo/server.py]\n"
+    "    ready: [/usr/bin/python3, /usr/local/lib/demo/server.py, --wait, \"5\"]\n"
+    "    ready_timeout: 9\n";
+
+TEST(Recipe, ParsesFilesAndServices) {
+  auto r = ParseRecipe(kRecipeWithFilesAndServices);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->files.size(), 1u);
+  EXPECT_EQ(r->files[0].path, "/usr/local/lib/demo/server.py");
+  EXPECT_EQ(r->files[0].source, "server.py");
+  EXPECT_EQ(r->files[0].mode, 0755u);
+  ASSERT_EQ(r->services.size(), 1u);
+  EXPECT_EQ(r->services[0].name, "web");
+  EXPECT_EQ(r->services[0].command,
+            (std::vector<std::string>{"/usr/bin/python3", "/usr/local/lib/demo/server.py"}));
+  EXPECT_EQ(r->services[0].ready.size(), 4u);
+  EXPECT_EQ(r->services[0].ready_timeout_secs, 9u);
+  // A file that is not compiled in, or whose bytes differ from the pin, is
+  // refused before anything is built.
+  EXPECT_EQ(RecipeFileBytes(r->files[0]).error().code(), Code::kS300);
+}
+
+TEST(Recipe, RejectsBadFilesAndServices) {
+  const std::string head = "name: x\nsuite: bookworm\nvariant: minbase\n";
+  const std::string hex(64, 'a');
+  const std::vector<std::string> bad = {
+      "files: x\n",
+      "files:\n  - path: relative\n    source: a.py\n    sha256: " + hex + "\n",
+      "files:\n  - path: /a/../etc/passwd\n    source: a.py\n    sha256: " + hex + "\n",
+      "files:\n  - path: /dir/\n    source: a.py\n    sha256: " + hex + "\n",
+      "files:\n  - path: /a\n    source: ../a.py\n    sha256: " + hex + "\n",
+      "files:\n  - path: /a\n    source: sub/a.py\n    sha256: " + hex + "\n",
+      "files:\n  - path: /a\n    source: a.py\n    sha256: ABC\n",
+      "files:\n  - path: /a\n    source: a.py\n    sha256: " + hex + "\n    mode: \"4755\"\n",
+      "files:\n  - path: /a\n    source: a.py\n    sha256: " + hex + "\n    owner: x\n",
+      "files:\n  - path: /a\n    source: a.py\n    sha256: " + hex +
+          "\n  - path: /a\n    source: b.py\n    sha256: " + hex + "\n",
+      "services: x\n",
+      "services:\n  - name: a\n",
+      "services:\n  - name: a\n    command: []\n",
+      "services:\n  - name: a\n    command: [\"\"]\n",
+      "services:\n  - name: Bad_Name\n    command: [x]\n",
+      "services:\n  - name: a\n    command: x\n",
+      "services:\n  - name: a\n    command: [x]\n    ready_timeout: 0\n",
+      "services:\n  - name: a\n    command: [x]\n    ready_timeout: 601\n",
+      "services:\n  - name: a\n    command: [x]\n    ready_timeout: -1\n",
+      "services:\n  - name: a\n    command: [x]\n    restart: always\n",
+      "services:\n  - name: a\n    command: [x]\n  - name: a\n    command: [y]\n",
+  };
+  for (const auto& t : bad) {
+    auto r = ParseRecipe(head + t);
+    ASSERT_FALSE(r.ok()) << t;
+    EXPECT_EQ(r.error().code(), Code::kS001) << t;
+  }
+}
+
+// The code-interpreter preset: its server is compiled in, its pin matches
+// the file in the repository (the message names the new value when it does
+// not), and it declares the service the E2B create starts.
+TEST(Recipe, CodeInterpreterPinsItsServerAndDeclaresTheService) {
+  auto r = PresetRecipe("code-interpreter");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->files.size(), 1u);
+  auto bytes = RecipeFileBytes(r->files[0]);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message();
+  EXPECT_EQ(*bytes, Slurp(std::string(SKIFF_SOURCE_DIR) + "/images/files/" + r->files[0].source));
+  EXPECT_EQ(r->files[0].mode, 0755u);
+  ASSERT_EQ(r->services.size(), 1u);
+  EXPECT_EQ(r->services[0].name, "code-interpreter");
+  EXPECT_EQ(r->services[0].command.back(), r->files[0].path);
+  EXPECT_FALSE(r->services[0].ready.empty());
+  for (const char* p : {"python3-ipykernel", "python3-jupyter-client", "python3-matplotlib"})
+    EXPECT_NE(std::find(r->packages.begin(), r->packages.end(), p), r->packages.end()) << p;
+}
+
+TEST(Store, ServicesSurviveImageJsonAndOldEntriesHaveNone) {
+  TempDir dir;
+  Store store(dir.path());
+  std::string d1 = Sha256Hex("svc"), d2 = Sha256Hex("plain");
+  auto tmp = store.MakeTemp(d1);
+  ASSERT_TRUE(tmp.ok());
+  fs::create_directories(*tmp + "/rootfs");
+  ImageMeta m;
+  m.name = "svc";
+  m.digest = d1;
+  m.kind = "preset";
+  m.source = "test";
+  ImageService s;
+  s.name = "web";
+  s.command = {"/srv", "--port", "1"};
+  s.ready = {"/probe"};
+  s.ready_timeout_secs = 12;
+  m.services = {s};
+  ASSERT_TRUE(store.Commit(*tmp, m).ok());
+  auto back = store.Read(d1);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->services.size(), 1u);
+  EXPECT_EQ(back->services[0], s);
+  EXPECT_NE(Slurp(store.EntryDir(d1) + "/image.json").find("services"), std::string::npos);
+  auto tmp2 = store.MakeTemp(d2);
+  ASSERT_TRUE(tmp2.ok());
+  fs::create_directories(*tmp2 + "/rootfs");
+  m.digest = d2;
+  m.services.clear();
+  ASSERT_TRUE(store.Commit(*tmp2, m).ok());
+  EXPECT_EQ(Slurp(store.EntryDir(d2) + "/image.json").find("services"), std::string::npos)
+      << "an entry without services is written as before";
+  EXPECT_TRUE(store.Read(d2)->services.empty());
+}
+
 TEST(Recipe, PresetsAreCompiledInAndDistinct) {
-  EXPECT_EQ(PresetNames(), (std::vector<std::string>{"python", "node", "base"}));
+  EXPECT_EQ(PresetNames(), (std::vector<std::string>{"python", "node", "base", "code-interpreter"}));
   std::set<std::string> digests;
   for (const auto& n : PresetNames()) {
     auto r = PresetRecipe(n);
@@ -208,7 +327,7 @@ TEST(Recipe, PresetsAreCompiledInAndDistinct) {
     for (const auto& e : r->env) has_path |= e.starts_with("PATH=");
     EXPECT_TRUE(has_path) << n;
   }
-  EXPECT_EQ(digests.size(), 3u);
+  EXPECT_EQ(digests.size(), 4u);
   auto py = PresetRecipe("python");
   for (const char* p : {"python3", "python3-pip", "python3-venv"}) {
     EXPECT_NE(std::find(py->packages.begin(), py->packages.end(), p), py->packages.end()) << p;
@@ -421,17 +540,19 @@ TEST(Catalog, OrderAllowedInstalled) {
   auto list = cat.List();
   std::vector<std::string> names;
   for (const auto& e : list) names.push_back(e.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"python", "node", "base", "host", "alpha", "zeta"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"python", "node", "base", "code-interpreter", "host", "alpha",
+                                             "zeta"}));
   EXPECT_EQ(list[0].kind, "preset");
   EXPECT_TRUE(list[0].oci_ref.starts_with("skiff.local/preset/python:bookworm-"));
-  EXPECT_EQ(list[3].kind, "host");
-  EXPECT_EQ(list[3].oci_ref, "skiff.local/host");
-  EXPECT_EQ(list[4].kind, "custom");
-  EXPECT_EQ(list[4].oci_ref, "registry.example/alpha:1");
-  // Default allowlist: python and node only.
+  EXPECT_EQ(list[3].kind, "preset");
+  EXPECT_EQ(list[4].kind, "host");
+  EXPECT_EQ(list[4].oci_ref, "skiff.local/host");
+  EXPECT_EQ(list[5].kind, "custom");
+  EXPECT_EQ(list[5].oci_ref, "registry.example/alpha:1");
+  // Default allowlist: python, node and code-interpreter only.
   std::vector<bool> allowed;
   for (const auto& e : list) allowed.push_back(e.allowed);
-  EXPECT_EQ(allowed, (std::vector<bool>{true, true, false, false, false, false}));
+  EXPECT_EQ(allowed, (std::vector<bool>{true, true, false, true, false, false, false}));
   for (const auto& e : list) EXPECT_EQ(e.installed, e.kind == "host") << e.name;
 
   c.image_allowlist = std::vector<std::string>{"base", "alpha"};
@@ -439,7 +560,7 @@ TEST(Catalog, OrderAllowedInstalled) {
   list = cat.List();
   allowed.clear();
   for (const auto& e : list) allowed.push_back(e.allowed);
-  EXPECT_EQ(allowed, (std::vector<bool>{false, false, true, false, true, false}));
+  EXPECT_EQ(allowed, (std::vector<bool>{false, false, true, false, false, true, false}));
 
   // Installing base (a fake entry under its recipe digest) flips `installed`.
   Store store(dir.path());
@@ -483,8 +604,9 @@ TEST(Catalog, ResolveInstalledAndErrors) {
   auto s100 = cat.Resolve("nope");
   ASSERT_FALSE(s100.ok());
   EXPECT_EQ(s100.error().code(), Code::kS100);
-  EXPECT_TRUE(s100.error().message().starts_with(
-      "image 'nope' is not in the catalog or not allowed; allowed images: python, node, base"))
+  EXPECT_TRUE(
+      s100.error().message().starts_with("image 'nope' is not in the catalog or not allowed; allowed images: "
+                                         "python, node, base, code-interpreter"))
       << s100.error().message();
 
   c.allow_all_images = false;

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Starts a real skiffd on a free loopback port and runs the e2b SDK suite
-# against its E2B-compatible API. Usage: e2b_run.sh <skiff binary> <jail|microvm>
+# against its E2B-compatible API.
+# Usage: e2b_run.sh <skiff binary> <jail|microvm> [test file, default e2b.test.mjs]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 skiff=$1
 isolation=${2:-jail}
-[ -d "$here/node_modules/e2b" ] || (cd "$here" && npm ci --no-audit --no-fund >&2)
+suite=${3:-e2b.test.mjs}
+[ -d "$here/node_modules/e2b" ] && [ -d "$here/node_modules/@e2b/code-interpreter" ] || (cd "$here" && npm ci --no-audit --no-fund >&2)
 tmp=$(mktemp -d)
 cat > "$tmp/skiff.yaml" <<YAML
-image_allowlist: [python, node, base, host]
+image_allowlist: [python, node, base, host, code-interpreter]
 isolation: $isolation
 auth_token: skiff-e2e-key
 YAML
@@ -25,4 +27,4 @@ done
 cd "$here"
 export E2B_API_KEY=skiff-e2e-key E2B_API_URL="http://127.0.0.1:$port/e2b" E2B_SANDBOX_URL="http://127.0.0.1:$port/e2b"
 export SKIFF_E2B_ISOLATION="$isolation"
-node --test --test-concurrency=1 ${SKIFF_E2B_TEST_ARGS:-} e2b.test.mjs || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
+node --test --test-concurrency=1 ${SKIFF_E2B_TEST_ARGS:-} "$suite" || { echo "--- skiffd log" >&2; tail -50 "$tmp/skiffd.log" >&2; exit 1; }
