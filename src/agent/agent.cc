@@ -26,6 +26,7 @@
 #include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
 #include "agent/fs_pool.h"
+#include "agent/port_tunnel.h"
 #include "agent/process_streams.h"
 #include "agent/process_table.h"
 #include "agent/system_usage.h"
@@ -65,7 +66,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce, kPort };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -76,6 +77,8 @@ struct StreamState {
   std::unique_ptr<Exec> exec;
   // proc.output / proc.input / proc.wait (process_streams.h)
   std::unique_ptr<ProcStream> proc;
+  // port.connect (port_tunnel.h)
+  std::unique_ptr<PortTunnel> port;
   // fs.write
   std::optional<AtomicWrite> write;
   // fs.read
@@ -104,7 +107,8 @@ class Loop final : private ExecSink {
         opt_(opt),
         engine_(opt.child_policy, *this),
         table_(opt.child_policy),
-        procs_(table_, *this) {}
+        procs_(table_, *this),
+        ports_(*this) {}
   int Run();
 
  private:
@@ -153,6 +157,7 @@ class Loop final : private ExecSink {
   void StartWrite(uint32_t id, const json& req);
   void StartRead(uint32_t id, const json& req);
   void StartProc(uint32_t id, const std::string& op, const json& req);
+  void StartPort(uint32_t id, const json& req);
   void StartFsOp(uint32_t id, FsOpFn op, json req);
   void OnFsOpsFinished();
 
@@ -182,6 +187,7 @@ class Loop final : private ExecSink {
   ExecEngine engine_;
   ProcessTable table_;
   ProcessStreams procs_;
+  PortTunnels ports_;
   FsPool pool_;
 };
 
@@ -384,6 +390,8 @@ void Loop::OnFrame(const proto::Frame& f) {
         engine_.OnStdin(*s.exec, f.payload);
       } else if (s.kind == Kind::kProc) {
         procs_.OnData(*s.proc, f.payload);
+      } else if (s.kind == Kind::kPort) {
+        ports_.OnData(*s.port, f.payload);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Append(f.payload);
         if (!st.ok()) {
@@ -406,6 +414,8 @@ void Loop::OnFrame(const proto::Frame& f) {
         engine_.OnStdinEnd(*s.exec);
       } else if (s.kind == Kind::kProc) {
         procs_.OnEnd(*s.proc);
+      } else if (s.kind == Kind::kPort) {
+        ports_.OnEnd(*s.port);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Commit();
         uint64_t n = s.write->written();
@@ -433,6 +443,10 @@ void Loop::OnFrame(const proto::Frame& f) {
       }
       if (s.kind == Kind::kProc) {
         procs_.Cancel(*s.proc);  // finished: dropped by the next round
+        return;
+      }
+      if (s.kind == Kind::kPort) {
+        ports_.Cancel(*s.port);  // closed; dropped by the next round
         return;
       }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
@@ -468,6 +482,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kFsRead) return StartRead(id, req);
     if (op == o::kQuiesce) return StartQuiesce(id, req);
     if (ProcessStreams::IsProcOp(op)) return StartProc(id, op, req);
+    if (op == o::kPortConnect) return StartPort(id, req);
     if (op == o::kInfo) {
       auto info = proto::InfoRequest::FromJson(req);
       if (!info.ok()) return SendError(id, info.error());
@@ -568,6 +583,16 @@ void Loop::StartProc(uint32_t id, const std::string& op, const json& req) {
   if (!r->stream) return SendResult(id, r->result);
   s->kind = Kind::kProc;
   s->proc = std::move(r->stream);
+  streams_[id] = std::move(s);
+}
+
+void Loop::StartPort(uint32_t id, const json& req) {
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  auto t = ports_.Open(id, req, s->credit);
+  if (!t.ok()) return SendError(id, t.error());
+  s->kind = Kind::kPort;
+  s->port = std::move(t).value();
   streams_[id] = std::move(s);
 }
 
@@ -703,6 +728,7 @@ int Loop::Run() {
   std::vector<pollfd> pfds;
   std::vector<ExecPollSlots> slots;
   std::vector<std::pair<uint32_t, int>> proc_slots;
+  std::vector<std::pair<uint32_t, int>> port_slots;
   for (;;) {
     // Live processes' deadlines and expiry.
     table_.Tick(NowMs());
@@ -721,6 +747,8 @@ int Loop::Run() {
         done = engine_.Tick(*s.exec, tick_now);
       } else if (s.kind == Kind::kProc) {
         done = procs_.Tick(*s.proc, tick_now);
+      } else if (s.kind == Kind::kPort) {
+        done = ports_.Tick(*s.port);
       }
       it = done ? streams_.erase(it) : std::next(it);
     }
@@ -734,6 +762,7 @@ int Loop::Run() {
     pfds.clear();
     slots.clear();
     proc_slots.clear();
+    port_slots.clear();
     pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < FlushEnd() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     pfds.push_back({pool_.fd(), POLLIN, 0});  // -1 (ignored by poll) without workers
@@ -751,6 +780,10 @@ int Loop::Run() {
       if (s.kind == Kind::kProc) {
         int slot = procs_.AddPollFds(*s.proc, pfds, timeout, now);
         if (slot >= 0) proc_slots.emplace_back(id, slot);
+      }
+      if (s.kind == Kind::kPort) {
+        int slot = ports_.AddPollFds(*s.port, pfds);
+        if (slot >= 0) port_slots.emplace_back(id, slot);
       }
     }
     int r = ::poll(pfds.data(), pfds.size(), timeout);
@@ -778,6 +811,11 @@ int Loop::Run() {
       auto it = streams_.find(id);
       if (it == streams_.end() || it->second->kind != Kind::kProc) continue;
       procs_.Pump(*it->second->proc, slot, pfds);
+    }
+    for (const auto& [id, slot] : port_slots) {
+      auto it = streams_.find(id);
+      if (it == streams_.end() || it->second->kind != Kind::kPort) continue;
+      ports_.Pump(*it->second->port, slot, pfds);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       std::span<char> room = dec_.Room(kReadSize);
@@ -827,7 +865,8 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kFsSed),      std::string(o::kProcStart),  std::string(o::kProcList),
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
-          std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage)};
+          std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage),
+          std::string(o::kPortConnect)};
 }
 
 Status PrepareProcess() {
