@@ -51,6 +51,14 @@ struct FakeState {
   std::string proc_output_stdout;  // ProcessOutput sends it from offset 0 on stdout
   std::string proc_input;          // ProcessInput collects here
   proto::ProcInfo proc_info;
+  // PortRelay: the bytes written to the "server" land in port_request; it
+  // answers port_response in pieces of port_piece bytes (S222 with
+  // port_refused).
+  std::vector<std::pair<std::string, uint16_t>> port_calls;
+  std::string port_request;
+  std::string port_response;
+  size_t port_piece = 7;
+  bool port_refused = false;
 
   void Reset() { *this = FakeState(); }
 };
@@ -89,6 +97,8 @@ class FakeSandboxService : public SandboxService {
   Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
                                               const proto::ProcInputRequest& req,
                                               const ByteSource& source) override;
+  Result<proto::PortConnectResult> PortRelay(const std::string& sandbox_id, uint16_t port,
+                                             const ByteSource& upstream, PortSink& sink) override;
   nlohmann::json Doctor() override { return nlohmann::json::object(); }
   std::string default_isolation() const override { return "jail"; }
   std::vector<std::string> available_isolations() const override { return {}; }
