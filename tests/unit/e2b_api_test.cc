@@ -412,7 +412,8 @@ TEST_F(E2bApiTest, ThePostedBodyIsForwardedWithItsLength) {
   EXPECT_FALSE(Api::IsUpload(r));
   Captured c = Run(r, R"({"code":"1+1"})");
   EXPECT_EQ(c.status, 201);
-  EXPECT_NE(Fake().port_request.find("Content-Length: 13\r\n\r\n{\"code\":\"1+1\"}"), std::string::npos)
+  EXPECT_NE(Fake().port_request.find("Content-Length: 14\r\nConnection: close\r\n\r\n{\"code\":\"1+1\"}"),
+            std::string::npos)
       << Fake().port_request;
 }
 
