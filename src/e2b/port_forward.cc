@@ -39,7 +39,9 @@ void PortForwarder::Forward(const std::string& sandbox_id, uint16_t port, const 
     bool OnData(std::string_view bytes) override {
       Status st = reader.Feed(bytes);
       if (!st.ok()) failed = st.error();
-      return st.ok();
+      // A complete answer ends the connection, even when the server would
+      // keep it open despite Connection: close.
+      return st.ok() && !reader.done();
     }
     bool Wanted() override { return out.Alive(); }
   } sink(reader, out, reader_error);
@@ -51,6 +53,7 @@ void PortForwarder::Forward(const std::string& sandbox_id, uint16_t port, const 
     return std::move(*wire);
   };
   auto relayed = svc_.PortRelay(sandbox_id, port, upstream, sink);
+  if (reader.done() && !reader_error) return;
   if (relayed.ok()) {
     Status fin = reader.Finish();
     if (fin.ok()) return;

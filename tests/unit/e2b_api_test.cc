@@ -417,6 +417,18 @@ TEST_F(E2bApiTest, ThePostedBodyIsForwardedWithItsLength) {
       << Fake().port_request;
 }
 
+TEST_F(E2bApiTest, ACompleteAnswerEndsTheConnection) {
+  Create();
+  // Bytes after a complete answer (a server that keeps the connection
+  // open) are not read: the answer ends with its last byte.
+  Fake().port_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Nope\r\n\r\n";
+  Fake().port_piece = 1;
+  Captured c = Run(PortRequest("8000"));
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.body, "ok");
+  EXPECT_FALSE(c.dropped);
+}
+
 TEST_F(E2bApiTest, NothingListeningOrNoSandboxIs502InE2bsShape) {
   Create();
   Fake().port_refused = true;
