@@ -27,6 +27,7 @@
 #include "agent/exec_engine.h"
 #include "agent/fs_ops.h"
 #include "agent/fs_pool.h"
+#include "agent/port_tunnel.h"
 #include "agent/process_streams.h"
 #include "agent/process_table.h"
 #include "agent/system_usage.h"
@@ -66,7 +67,7 @@ int64_t BootMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce, kWatch };
+enum class Kind { kExec, kWrite, kRead, kDrain, kProc, kFsOp, kQuiesce, kWatch, kPort };
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
 struct StreamState {
@@ -77,6 +78,8 @@ struct StreamState {
   std::unique_ptr<Exec> exec;
   // proc.output / proc.input / proc.wait (process_streams.h)
   std::unique_ptr<ProcStream> proc;
+  // port.connect (port_tunnel.h)
+  std::unique_ptr<PortTunnel> port;
   // fs.write
   std::optional<AtomicWrite> write;
   // fs.read
@@ -107,7 +110,8 @@ class Loop final : private ExecSink {
         opt_(opt),
         engine_(opt.child_policy, *this),
         table_(opt.child_policy),
-        procs_(table_, *this) {}
+        procs_(table_, *this),
+        ports_(*this) {}
   int Run();
 
  private:
@@ -156,6 +160,7 @@ class Loop final : private ExecSink {
   void StartWrite(uint32_t id, const json& req);
   void StartRead(uint32_t id, const json& req);
   void StartProc(uint32_t id, const std::string& op, const json& req);
+  void StartPort(uint32_t id, const json& req);
   void StartFsOp(uint32_t id, FsOpFn op, json req);
   void StartWatch(uint32_t id, const json& req);
   void OnFsOpsFinished();
@@ -187,6 +192,7 @@ class Loop final : private ExecSink {
   ExecEngine engine_;
   ProcessTable table_;
   ProcessStreams procs_;
+  PortTunnels ports_;
   FsPool pool_;
 };
 
@@ -389,6 +395,8 @@ void Loop::OnFrame(const proto::Frame& f) {
         engine_.OnStdin(*s.exec, f.payload);
       } else if (s.kind == Kind::kProc) {
         procs_.OnData(*s.proc, f.payload);
+      } else if (s.kind == Kind::kPort) {
+        ports_.OnData(*s.port, f.payload);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Append(f.payload);
         if (!st.ok()) {
@@ -411,6 +419,8 @@ void Loop::OnFrame(const proto::Frame& f) {
         engine_.OnStdinEnd(*s.exec);
       } else if (s.kind == Kind::kProc) {
         procs_.OnEnd(*s.proc);
+      } else if (s.kind == Kind::kPort) {
+        ports_.OnEnd(*s.port);
       } else if (s.kind == Kind::kWrite && s.write) {
         auto st = s.write->Commit();
         uint64_t n = s.write->written();
@@ -444,6 +454,10 @@ void Loop::OnFrame(const proto::Frame& f) {
         // The host's way to end a watch: not an error.
         SendResult(s.id, proto::EmptyResult{}.ToJson());
         streams_.erase(it);
+        return;
+      }
+      if (s.kind == Kind::kPort) {
+        ports_.Cancel(*s.port);  // closed; dropped by the next round
         return;
       }
       if (s.kind == Kind::kWrite && s.write) s.write->Abort();
@@ -480,6 +494,7 @@ void Loop::OnOpen(uint32_t id, const std::string& payload) {
     if (op == o::kQuiesce) return StartQuiesce(id, req);
     if (op == o::kFsWatch) return StartWatch(id, req);
     if (ProcessStreams::IsProcOp(op)) return StartProc(id, op, req);
+    if (op == o::kPortConnect) return StartPort(id, req);
     if (op == o::kInfo) {
       auto info = proto::InfoRequest::FromJson(req);
       if (!info.ok()) return SendError(id, info.error());
@@ -580,6 +595,16 @@ void Loop::StartProc(uint32_t id, const std::string& op, const json& req) {
   if (!r->stream) return SendResult(id, r->result);
   s->kind = Kind::kProc;
   s->proc = std::move(r->stream);
+  streams_[id] = std::move(s);
+}
+
+void Loop::StartPort(uint32_t id, const json& req) {
+  auto s = std::make_unique<StreamState>();
+  s->id = id;
+  auto t = ports_.Open(id, req, s->credit);
+  if (!t.ok()) return SendError(id, t.error());
+  s->kind = Kind::kPort;
+  s->port = std::move(t).value();
   streams_[id] = std::move(s);
 }
 
@@ -748,6 +773,7 @@ int Loop::Run() {
   std::vector<ExecPollSlots> slots;
   std::vector<std::pair<uint32_t, int>> proc_slots;
   std::vector<std::pair<uint32_t, size_t>> watch_slots;
+  std::vector<std::pair<uint32_t, int>> port_slots;
   for (;;) {
     // Live processes' deadlines and expiry.
     table_.Tick(NowMs());
@@ -767,6 +793,8 @@ int Loop::Run() {
         done = engine_.Tick(*s.exec, tick_now);
       } else if (s.kind == Kind::kProc) {
         done = procs_.Tick(*s.proc, tick_now);
+      } else if (s.kind == Kind::kPort) {
+        done = ports_.Tick(*s.port);
       }
       it = done ? streams_.erase(it) : std::next(it);
     }
@@ -781,6 +809,7 @@ int Loop::Run() {
     slots.clear();
     proc_slots.clear();
     watch_slots.clear();
+    port_slots.clear();
     pfds.push_back({ch_.get(), static_cast<short>(POLLIN | (out_off_ < FlushEnd() ? POLLOUT : 0)), 0});
     pfds.push_back({sigfd_.get(), POLLIN, 0});
     pfds.push_back({pool_.fd(), POLLIN, 0});  // -1 (ignored by poll) without workers
@@ -806,6 +835,10 @@ int Loop::Run() {
           watch_slots.emplace_back(id, pfds.size());
           pfds.push_back({s.watch->fd(), POLLIN, 0});
         }
+      }
+      if (s.kind == Kind::kPort) {
+        int slot = ports_.AddPollFds(*s.port, pfds);
+        if (slot >= 0) port_slots.emplace_back(id, slot);
       }
     }
     int r = ::poll(pfds.data(), pfds.size(), timeout);
@@ -851,6 +884,11 @@ int Loop::Run() {
         s.final_type = Type::kError;
         s.final = proto::AgentError::FromError(more.error()).ToJson();
       }
+    }
+    for (const auto& [id, slot] : port_slots) {
+      auto it = streams_.find(id);
+      if (it == streams_.end() || it->second->kind != Kind::kPort) continue;
+      ports_.Pump(*it->second->port, slot, pfds);
     }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       std::span<char> room = dec_.Room(kReadSize);
@@ -901,7 +939,7 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
           std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage),
-          std::string(o::kFsWatch)};
+          std::string(o::kFsWatch), std::string(o::kPortConnect)};
 }
 
 Status PrepareProcess() {

@@ -71,6 +71,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     if (!query) return SendError(http::status::bad_request, InvalidRequest("malformed query string"));
     query_ = std::move(*query);
     // The E2B-compatible API has its own authentication (docs/e2b.md#auth).
+    // A sandbox host name routes to that sandbox whatever the path.
+    if (auto routed = SandboxHostOf(req)) return E2bBegin(target->path, false, &*routed);
     if (IsE2bPath(target->path)) return E2bBegin(target->path, false);
     if (e2b::Api::IsSignedUrl(target->path, query_, req.count("e2b-sandbox-id") > 0))
       return E2bBegin(target->path, true);
@@ -520,7 +522,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         dl_.res->result(static_cast<unsigned>(status));
         if (std::string ct = meta.value("content_type", std::string()); !ct.empty())
           dl_.res->set(http::field::content_type, ct);
-        for (const auto& h : meta["headers"]) dl_.res->set(h[0].get<std::string>(), h[1].get<std::string>());
+        // Repeated headers stay repeated (a forwarded answer's Set-Cookie);
+        // a forwarded Server replaces skiffd's.
+        for (const auto& h : meta["headers"]) {
+          const std::string& name = h[0].get_ref<const std::string&>();
+          if (beast::iequals(name, "server")) {
+            dl_.res->set(http::field::server, h[1].get<std::string>());
+          } else {
+            dl_.res->insert(name, h[1].get<std::string>());
+          }
+        }
         if (meta.contains("length")) {
           dl_.res->content_length(meta["length"].get<uint64_t>());
           dl_.chunked = false;
@@ -746,8 +757,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   // A request under /e2b (docs/e2b.md): its body is read (an upload's is
   // streamed to the worker), the API runs on the lane of the sandbox it
   // names, and its answer comes back through the download channel.
-  void E2bBegin(std::string_view path, bool root_level) {
-    e2b_ = std::make_shared<e2b::Request>(E2bRequestOf(hp_->get(), path, query_, root_level));
+  void E2bBegin(std::string_view path, bool root_level, const e2b::SandboxHost* route = nullptr) {
+    e2b_ = std::make_shared<e2b::Request>(E2bRequestOf(hp_->get(), path, query_, root_level, route));
     if (e2b::Api::IsUpload(*e2b_)) return E2bUpload();
     if (auto cl = hp_->content_length(); cl && *cl > e2b::Api::kMaxBody) return E2bTooLarge();
     auto self = this->shared_from_this();

@@ -42,6 +42,7 @@ enum class Code {
   kS219,  // agent does not support the request
   kS220,  // live process not found
   kS221,  // live process in the wrong state (exited, no stdin, no terminal)
+  kS222,  // nothing listens on the port in the sandbox (port.connect)
   kS300,  // platform failure
   kS400,  // resource limit
 };

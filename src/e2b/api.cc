@@ -38,9 +38,9 @@ std::optional<std::string> TemplatePath(std::string_view path) {
 
 bool IsEnvd(const Request& req) { return !req.Header("e2b-sandbox-id").empty(); }
 
-Reply SandboxGone(const std::string& id) {
-  return Reply::Json(502, {{"sandboxId", id}, {"message", "The sandbox was not found"}, {"code", 502}});
-}
+constexpr int kEnvdPort = 49983;
+
+Reply SandboxGone(const std::string& id) { return ProxyError(id, 502, "The sandbox was not found"); }
 
 }  // namespace
 
@@ -89,13 +89,21 @@ void Api::ExpireOnce(int64_t now_ms) {
   }
 }
 
-bool Api::IsUpload(const Request& req) { return req.method == "POST" && req.path == "/files"; }
+bool Api::IsUpload(const Request& req) {
+  return req.method == "POST" && req.path == "/files" && !IsForward(req);
+}
+
+bool Api::IsForward(const Request& req) {
+  std::string port = req.Header("e2b-sandbox-port");
+  return IsEnvd(req) && !port.empty() && port != std::to_string(kEnvdPort);
+}
 
 std::optional<Api::Target> Api::TargetOf(const Request& req) const {
   if (IsEnvd(req)) {
     Target t{req.Header("e2b-sandbox-id")};
-    t.stream = req.path == "/process.Process/Start" || req.path == "/process.Process/Connect" ||
-               req.path == "/filesystem.Filesystem/WatchDir";
+    // A forwarded answer may stream for long (events, NDJSON).
+    t.stream = IsForward(req) || req.path == "/process.Process/Start" ||
+               req.path == "/process.Process/Connect" || req.path == "/filesystem.Filesystem/WatchDir";
     return t;
   }
   if (auto sp = SandboxPath(req.path)) {
@@ -190,7 +198,27 @@ Api::Access Api::FilesAccess(const Request& req) const {
   return a;
 }
 
+void Api::ForwardPort(const Request& req, const std::string& body, ResponseWriter& out) {
+  std::string id = req.Header("e2b-sandbox-id");
+  std::string raw = req.Header("e2b-sandbox-port");
+  uint32_t port = 0;
+  bool digits = !raw.empty() && raw.size() <= 5 && raw.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) port = static_cast<uint32_t>(std::stoul(raw));
+  if (port < 1 || port > 65535)
+    return out.Send(ProxyError(id, 400, "E2b-Sandbox-Port: " + raw + " is not a port (1-65535)"));
+  auto rec = book_.Get(id);
+  // Only sandboxes created through this API; a paused one cannot answer.
+  if (!rec || !all_.TenantOf(id) || IsPaused(all_, id)) return out.Send(SandboxGone(id));
+  if (!rec->traffic_token.empty() &&
+      !ConstantTimeEquals(req.Header("e2b-traffic-access-token"), rec->traffic_token))
+    return out.Send(ProxyError(id, 403,
+                               "missing or wrong E2B-Traffic-Access-Token (the sandbox's traffic is "
+                               "private: network.allowPublicTraffic false)"));
+  forwarder_.Forward(id, static_cast<uint16_t>(port), req, body, out);
+}
+
 void Api::Handle(const Request& req, const std::string& body, ResponseWriter& out) {
+  if (IsForward(req)) return ForwardPort(req, body, out);
   if (req.root_level || (IsEnvd(req) && req.path == "/files")) {
     // A signed URL arrives at the root, without headers (FilesAccess).
     if (req.method != "GET") return out.Send(Reply::Error(405, "use GET or POST on /files"));
@@ -200,12 +228,6 @@ void Api::Handle(const Request& req, const std::string& body, ResponseWriter& ou
   }
   if (!IsEnvd(req)) return out.Send(Control(req, body));
   std::string id = req.Header("e2b-sandbox-id");
-  std::string port = req.Header("e2b-sandbox-port");
-  if (port != "49983") {
-    return out.Send(Reply::Error(
-        502, "port " + port + " of sandbox " + id +
-                 ": only envd (49983) is served by skiff's E2B API so far (docs/e2b.md#differences)"));
-  }
   if (req.method == "GET" && req.path == "/health") {
     // A paused sandbox answers as E2B's does: 502, isRunning() false.
     bool live = book_.Get(id) && all_.TenantOf(id) && !IsPaused(all_, id);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "e2b/exchange.h"
+#include "e2b/port_forward.h"
 #include "e2b/sandbox_book.h"
 #include "sandbox/service.h"
 
@@ -68,6 +69,13 @@ class Api {
 
   void Handle(const Request& req, const std::string& body, ResponseWriter& out);
   Reply Upload(const Request& req, const ByteSource& body);
+
+  // Sandbox traffic for a port other than envd's (49983): forwarded to
+  // that port inside the sandbox (docs/e2b.md#ports).
+  static bool IsForward(const Request& req);
+  // The forwarding itself, for another module that serves a port's
+  // traffic its own way first.
+  PortForwarder& forwarder() { return forwarder_; }
 
   // Stops every sandbox whose lifetime ended (the timer calls it each second).
   void ExpireOnce(int64_t now_ms);
@@ -143,11 +151,16 @@ class Api {
   // Filesystem.WatchDir, streamed (envd_watch.cc).
   void WatchDirRpc(const Envd& e, const Request& req, const std::string& body, ResponseWriter& out);
   void FilesGet(const Envd& e, const Request& req, ResponseWriter& out);
+  // A port's traffic: the sandbox must be an E2B sandbox that runs (and,
+  // when its create asked for private traffic, the traffic token must
+  // match).
+  void ForwardPort(const Request& req, const std::string& body, ResponseWriter& out);
 
   SandboxService& all_;
   KeyCheck keys_;
   Options options_;
   SandboxBook book_;
+  PortForwarder forwarder_{all_};
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -66,6 +66,17 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
     auto_resume = en != it->end() && en->is_boolean() && en->get<bool>();
   }
 
+  // network.allowPublicTraffic false: a port's traffic needs the traffic
+  // token (docs/e2b.md#ports).
+  bool private_traffic = false;
+  if (auto it = b.find("network"); it != b.end() && !it->is_null()) {
+    if (!it->is_object()) return Reply::Error(400, "network: expected an object");
+    if (auto pt = it->find("allowPublicTraffic"); pt != it->end() && !pt->is_null()) {
+      if (!pt->is_boolean()) return Reply::Error(400, "network.allowPublicTraffic: expected true or false");
+      private_traffic = !pt->get<bool>();
+    }
+  }
+
   CreateSpec spec;
   // An image, or a snapshot (its image, isolation and shape are the
   // snapshot's): the rule of templates.cc.
@@ -110,6 +121,7 @@ Reply Api::Create(SandboxService& svc, const std::string& raw) {
   r.internet = internet;
   r.auto_pause = auto_pause;
   r.auto_resume = auto_resume;
+  if (private_traffic) r.traffic_token = RandomHex(32);
   return Reply::Json(201, SandboxJson(Register(svc, std::move(r), secs)));
 }
 

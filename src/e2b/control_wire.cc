@@ -83,7 +83,7 @@ json SandboxJson(const SandboxRecord& r) {
           {"clientID", "skiff"},
           {"envdVersion", kEnvdVersion},
           {"envdAccessToken", r.access_token},
-          {"trafficAccessToken", nullptr},
+          {"trafficAccessToken", r.traffic_token.empty() ? json(nullptr) : json(r.traffic_token)},
           {"domain", nullptr}};
 }
 

@@ -23,6 +23,10 @@ struct Request {
   std::map<std::string, std::string> query;    // decoded
   std::map<std::string, std::string> headers;  // names lower-cased
   bool root_level = false;                     // arrived without the /e2b prefix
+  // The request target (path and query) as it came, below the /e2b prefix,
+  // and every header in order, as sent: what a forwarded request carries.
+  std::string target;
+  Headers raw_headers;
 
   std::string Header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);

@@ -21,8 +21,11 @@ struct SandboxRecord {
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::string> env_vars;
   std::string access_token;  // envdAccessToken
-  int64_t started_ms = 0;    // wall clock
-  int64_t end_ms = 0;        // wall clock: the sandbox is stopped then
+  // trafficAccessToken: set when the create asked network.allowPublicTraffic
+  // false; a port's traffic must then carry it (E2B-Traffic-Access-Token).
+  std::string traffic_token;
+  int64_t started_ms = 0;  // wall clock
+  int64_t end_ms = 0;      // wall clock: the sandbox is stopped then
   uint32_t cpus = 0;
   uint32_t memory_mb = 0;
   bool internet = false;

@@ -12,7 +12,7 @@ constexpr std::string_view kParentsNote =
     "directories";
 constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
-constexpr std::array<CodeInfo, 26> kCodes = {{
+constexpr std::array<CodeInfo, 27> kCodes = {{
     {Code::kS001, "validation", 400, false,
      "Payload not an object; missing or mistyped field; invalid sandbox_id; exec command-shape "
      "errors; invalid map-env names; bad base64; fs::write body both/neither; NUL in a path, "
@@ -98,6 +98,11 @@ constexpr std::array<CodeInfo, 26> kCodes = {{
      "The process is in the wrong state for the call: input or a signal to an exited process, input "
      "with stdin closed or never opened, resize of a process without a terminal, forget of a running one",
      ""},
+    {Code::kS222, "execution", 502, false,
+     "Nothing listens on the port inside the sandbox (a forwarded connection, E2B's getHost(port), "
+     "was refused on 127.0.0.1 and ::1)",
+     "start a server listening on that port inside the sandbox (on 127.0.0.1, ::1 or all addresses), "
+     "then retry"},
     {Code::kS300, "platform", 500, false,
      "Boot failure or 30 s boot timeout; requested isolation unavailable; sandbox crashed; "
      "transport failure during exec; other spawn failures",

@@ -107,6 +107,43 @@ Result<UsageResult> UsageResult::FromJson(const json& j) {
   return r;
 }
 
+json PortConnectRequest::ToJson() const { return json{{"op", kOp}, {"port", port}}; }
+
+Result<PortConnectRequest> PortConnectRequest::FromJson(const json& j) {
+  SKIFF_RETURN_IF_ERROR(field::RequireOp(j, kOp));
+  SKIFF_ASSIGN_OR_RETURN(int64_t port, field::IntIn(j, "port", 1, 65535));
+  return PortConnectRequest{static_cast<uint16_t>(port)};
+}
+
+json PortConnectMeta::ToJson() const { return json{{"address", address}}; }
+
+Result<PortConnectMeta> PortConnectMeta::FromJson(const json& j) {
+  auto parse = [&]() -> Result<PortConnectMeta> {
+    SKIFF_RETURN_IF_ERROR(field::RequireObject(j, "META"));
+    SKIFF_ASSIGN_OR_RETURN(std::string a, field::String(j, "address"));
+    if (a != "127.0.0.1" && a != "::1") return InvalidRequest("address: not a loopback address");
+    return PortConnectMeta{std::move(a)};
+  };
+  auto r = parse();
+  if (!r.ok()) return field::AnswerError("port.connect META", r.error());
+  return r;
+}
+
+json PortConnectResult::ToJson() const { return json{{"bytes_in", bytes_in}, {"bytes_out", bytes_out}}; }
+
+Result<PortConnectResult> PortConnectResult::FromJson(const json& j) {
+  auto parse = [&]() -> Result<PortConnectResult> {
+    SKIFF_RETURN_IF_ERROR(field::RequireObject(j, "RESULT"));
+    PortConnectResult r;
+    SKIFF_ASSIGN_OR_RETURN(r.bytes_in, field::IntIn(j, "bytes_in", 0, kMaxPortBytes));
+    SKIFF_ASSIGN_OR_RETURN(r.bytes_out, field::IntIn(j, "bytes_out", 0, kMaxPortBytes));
+    return r;
+  };
+  auto r = parse();
+  if (!r.ok()) return field::AnswerError("port.connect RESULT", r.error());
+  return r;
+}
+
 json EmptyResult::ToJson() const { return json::object(); }
 
 Result<EmptyResult> EmptyResult::FromJson(const json& j) {

@@ -81,6 +81,15 @@
 //                                                        system's own counters as the agent sees
 //                                                        them (a VM guest's; the microVM's
 //                                                        sandbox::metrics)
+//   port.connect port (1..65535) (PortConnectRequest)    META {"address"} once a TCP connection
+//                                                        to 127.0.0.1:port (else [::1]:port) is
+//                                                        up (PortConnectMeta); DATA on kStdin is
+//                                                        written to it, END kStdin half-closes
+//                                                        it; what it sends is DATA on kStdout,
+//                                                        its end END kStdout; RESULT {bytes_in,
+//                                                        bytes_out} (PortConnectResult) once both
+//                                                        directions ended; ERROR S222 when
+//                                                        nothing listens; CANCEL closes it
 //
 // Details of the agent's answers (additive to the table above):
 //   - exec RESULT "signal" is the terminating signal number, 0 when the
@@ -206,6 +215,42 @@ struct UsageResult {
   nlohmann::json ToJson() const;
   static Result<UsageResult> FromJson(const nlohmann::json& j);
   bool operator==(const UsageResult&) const = default;
+};
+
+// A TCP connection to a port of the sandbox's own loopback (op
+// "port.connect"): the host relays a caller's bytes (E2B's getHost(port))
+// without the sandbox having any network. Only 127.0.0.1 and ::1 are
+// dialled, never another address.
+struct PortConnectRequest {
+  static constexpr std::string_view kOp = op::kPortConnect;
+  uint16_t port = 0;  // 1..65535
+
+  nlohmann::json ToJson() const;
+  static Result<PortConnectRequest> FromJson(const nlohmann::json& j);
+  bool operator==(const PortConnectRequest&) const = default;
+};
+
+// META once connected: which loopback address answered ("127.0.0.1" or "::1").
+struct PortConnectMeta {
+  std::string address;
+
+  nlohmann::json ToJson() const;
+  static Result<PortConnectMeta> FromJson(const nlohmann::json& j);
+  bool operator==(const PortConnectMeta&) const = default;
+};
+
+// Counts can never exceed what a connection can carry in a sandbox's life.
+inline constexpr int64_t kMaxPortBytes = int64_t{1} << 60;
+
+// RESULT once both directions ended: bytes written to the socket (from the
+// host) and read from it (to the host).
+struct PortConnectResult {
+  int64_t bytes_in = 0;
+  int64_t bytes_out = 0;
+
+  nlohmann::json ToJson() const;
+  static Result<PortConnectResult> FromJson(const nlohmann::json& j);
+  bool operator==(const PortConnectResult&) const = default;
 };
 
 // RESULT {} (fs.read, shutdown).

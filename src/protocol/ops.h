@@ -12,6 +12,7 @@ inline constexpr std::string_view kShutdown = "shutdown";
 inline constexpr std::string_view kQuiesce = "quiesce";
 inline constexpr std::string_view kClock = "clock";
 inline constexpr std::string_view kUsage = "usage";
+inline constexpr std::string_view kPortConnect = "port.connect";
 inline constexpr std::string_view kFsLs = "fs.ls";
 inline constexpr std::string_view kFsStat = "fs.stat";
 inline constexpr std::string_view kFsMkdir = "fs.mkdir";

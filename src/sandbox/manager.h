@@ -83,6 +83,8 @@ class SandboxManager : public SandboxService {
   Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
                                               const proto::ProcInputRequest& req,
                                               const ByteSource& source) override;
+  Result<proto::PortConnectResult> PortRelay(const std::string& sandbox_id, uint16_t port,
+                                             const ByteSource& upstream, PortSink& sink) override;
 
   // One reaper pass (the reaper thread calls it every 10 s).
   void ReapOnce() { reaper_.ReapOnce(); }

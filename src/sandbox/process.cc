@@ -1,11 +1,13 @@
 // SandboxManager's live-process calls (docs/api.md#sandboxprocessstart):
 // the sandbox's lookup, a start's environment layers, and the agent's
-// answers through ProcessClient.
+// answers through ProcessClient; and forwarded connections to a port of
+// the sandbox (PortClient).
 #include <utility>
 #include <variant>
 
 #include "sandbox/command_env.h"
 #include "sandbox/manager.h"
+#include "sandbox/port_client.h"
 #include "sandbox/process_client.h"
 
 namespace skiff {
@@ -57,6 +59,14 @@ Result<proto::ProcInputResult> SandboxManager::ProcessInput(const std::string& s
   return ProcessClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
       .Input(req, source);
+}
+
+Result<proto::PortConnectResult> SandboxManager::PortRelay(const std::string& sandbox_id, uint16_t port,
+                                                           const ByteSource& upstream, PortSink& sink) {
+  SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
+  return PortClient(
+             *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
+      .Relay(port, upstream, sink);
 }
 
 }  // namespace skiff

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "images/catalog.h"
 #include "protocol/fs_call.h"
+#include "protocol/messages.h"
 #include "protocol/process_call.h"
 #include "sandbox/snapshot_record.h"
 #include "sandbox/types.h"
@@ -84,6 +85,13 @@ class SandboxService {
   virtual Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
                                                       const proto::ProcInputRequest& req,
                                                       const ByteSource& source) = 0;
+
+  // A TCP connection to `port` of the sandbox's own loopback, through its
+  // agent (op port.connect): the bytes `upstream` yields are written to it
+  // (an empty chunk half-closes it), what the server sends goes to `sink`
+  // until it closes. S222 when nothing listens there; the counts at the end.
+  virtual Result<proto::PortConnectResult> PortRelay(const std::string& sandbox_id, uint16_t port,
+                                                     const ByteSource& upstream, PortSink& sink) = 0;
 
   // Host facts for doctor, /healthz and /metrics.
   virtual nlohmann::json Doctor() = 0;

@@ -133,4 +133,10 @@ Result<proto::ProcInputResult> TenantScope::ProcessInput(const std::string& sand
   return inner_.ProcessInput(sandbox_id, req, source);
 }
 
+Result<proto::PortConnectResult> TenantScope::PortRelay(const std::string& sandbox_id, uint16_t port,
+                                                        const ByteSource& upstream, PortSink& sink) {
+  SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
+  return inner_.PortRelay(sandbox_id, port, upstream, sink);
+}
+
 }  // namespace skiff

@@ -52,6 +52,8 @@ class TenantScope : public SandboxService {
   Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
                                               const proto::ProcInputRequest& req,
                                               const ByteSource& source) override;
+  Result<proto::PortConnectResult> PortRelay(const std::string& sandbox_id, uint16_t port,
+                                             const ByteSource& upstream, PortSink& sink) override;
 
   nlohmann::json Doctor() override { return inner_.Doctor(); }
   std::string default_isolation() const override { return inner_.default_isolation(); }

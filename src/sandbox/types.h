@@ -95,6 +95,19 @@ struct FsWatchSink {
   virtual bool Wanted() { return true; }
 };
 
+// The server's side of a forwarded connection (SandboxService::PortRelay).
+struct PortSink {
+  virtual ~PortSink() = default;
+  // Once, when the connection inside the sandbox is up, before any byte;
+  // false ends it.
+  virtual bool OnConnected() { return true; }
+  // The server's bytes, in order; false ends the connection.
+  virtual bool OnData(std::string_view bytes) = 0;
+  // Asked about once a second while the server is quiet: false ends the
+  // connection (a client that went away).
+  virtual bool Wanted() { return true; }
+};
+
 struct ExecSpec {
   std::string sandbox_id;
   std::vector<std::string> argv;  // resolved command shape, argv[0] = program

@@ -35,6 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<ClockRequest>(j);
   Check<UsageRequest>(j);
   Check<UsageResult>(j);
+  Check<PortConnectRequest>(j);
+  Check<PortConnectMeta>(j);
+  Check<PortConnectResult>(j);
   Check<EmptyResult>(j);
   Check<AgentError>(j);
   Check<ExecRequest>(j);

@@ -410,6 +410,134 @@ TEST_F(E2bApiTest, UnknownSandboxOnEnvdIs502AsE2bsProxySays) {
   EXPECT_EQ(c.Json().value("sandboxId", ""), "nope");
 }
 
+// A request for a port of the sandbox, routed by E2B's headers.
+Request PortRequest(const std::string& port, std::string method = "GET", std::string target = "/a.txt?x=1") {
+  Request r;
+  r.method = std::move(method);
+  r.path = target.substr(0, target.find('?'));
+  r.target = std::move(target);
+  r.headers["e2b-sandbox-id"] = kLiveId;
+  r.headers["e2b-sandbox-port"] = port;
+  r.raw_headers = {{"Host", "127.0.0.1:8080"},
+                   {"E2b-Sandbox-Id", kLiveId},
+                   {"E2b-Sandbox-Port", port},
+                   {"Connection", "keep-alive"},
+                   {"Accept", "*/*"}};
+  return r;
+}
+
+TEST_F(E2bApiTest, APortsTrafficIsForwardedAndItsAnswerStreamsBack) {
+  Create();
+  Fake().port_response =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Served-By: test\r\n"
+      "Keep-Alive: timeout=5\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+  Request r = PortRequest("8000");
+  EXPECT_TRUE(Api::IsForward(r));
+  auto target = api.TargetOf(r);
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->sandbox_id, kLiveId);
+  EXPECT_TRUE(target->stream) << "a forwarded answer may stream for long";
+  Captured c = Run(r);
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.content_type, "text/plain");
+  EXPECT_EQ(c.body, "hello world");
+  EXPECT_FALSE(c.dropped);
+  EXPECT_EQ(c.headers, (Headers{{"X-Served-By", "test"}})) << "no hop-by-hop or framing headers";
+  ASSERT_EQ(Fake().port_calls.size(), 1u);
+  EXPECT_EQ(Fake().port_calls[0], std::make_pair(std::string(kLiveId), uint16_t{8000}));
+  EXPECT_EQ(Fake().port_request,
+            std::string("GET /a.txt?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nE2b-Sandbox-Id: ") + kLiveId +
+                "\r\nE2b-Sandbox-Port: 8000\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+}
+
+TEST_F(E2bApiTest, ThePostedBodyIsForwardedWithItsLength) {
+  Create();
+  Fake().port_response = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+  Request r = PortRequest("49999", "POST", "/execute");
+  EXPECT_FALSE(Api::IsUpload(r));
+  Captured c = Run(r, R"({"code":"1+1"})");
+  EXPECT_EQ(c.status, 201);
+  EXPECT_NE(Fake().port_request.find("Content-Length: 14\r\nConnection: close\r\n\r\n{\"code\":\"1+1\"}"),
+            std::string::npos)
+      << Fake().port_request;
+}
+
+TEST_F(E2bApiTest, ACompleteAnswerEndsTheConnection) {
+  Create();
+  // Bytes after a complete answer (a server that keeps the connection
+  // open) are not read: the answer ends with its last byte.
+  Fake().port_response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Nope\r\n\r\n";
+  Fake().port_piece = 1;
+  Captured c = Run(PortRequest("8000"));
+  EXPECT_EQ(c.status, 200);
+  EXPECT_EQ(c.body, "ok");
+  EXPECT_FALSE(c.dropped);
+}
+
+TEST_F(E2bApiTest, NothingListeningOrNoSandboxIs502InE2bsShape) {
+  Create();
+  Fake().port_refused = true;
+  Captured refused = Run(PortRequest("8001"));
+  EXPECT_EQ(refused.status, 502);
+  EXPECT_EQ(refused.Json().value("sandboxId", ""), kLiveId);
+  EXPECT_EQ(refused.Json().value("code", 0), 502);
+  EXPECT_NE(refused.Json().value("message", "").find("nothing listens on port 8001"), std::string::npos)
+      << refused.body;
+
+  Request unknown = PortRequest("8000");
+  unknown.headers["e2b-sandbox-id"] = kUnknownId;
+  Captured gone = Run(unknown);
+  EXPECT_EQ(gone.status, 502);
+  EXPECT_EQ(gone.Json().value("message", ""), "The sandbox was not found");
+  EXPECT_EQ(gone.Json().value("sandboxId", ""), kUnknownId);
+  EXPECT_EQ(Fake().port_calls.size(), 1u) << "nothing was forwarded to an unknown sandbox";
+}
+
+TEST_F(E2bApiTest, OnlySandboxesOfTheE2bApiAreReachable) {
+  // The fake's sandbox is live but was never created through E2B.
+  Captured c = Run(PortRequest("8000"));
+  EXPECT_EQ(c.status, 502);
+  EXPECT_TRUE(Fake().port_calls.empty());
+}
+
+TEST_F(E2bApiTest, BadPortsUpgradesAndGarbageAnswersAreRefused) {
+  Create();
+  for (const char* port : {"0", "65536", "80a", "-1", "999999"}) {
+    Captured c = Run(PortRequest(port));
+    EXPECT_EQ(c.status, 400) << port;
+  }
+  Request ws = PortRequest("8000");
+  ws.headers["upgrade"] = "websocket";
+  EXPECT_EQ(Run(ws).status, 501);
+  EXPECT_TRUE(Fake().port_calls.empty());
+
+  Fake().port_response = "not http at all\r\n\r\n";
+  Captured junk = Run(PortRequest("8000"));
+  EXPECT_EQ(junk.status, 502);
+  Fake().port_response = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
+  Captured cut = Run(PortRequest("8000"));
+  EXPECT_EQ(cut.status, 200);
+  EXPECT_TRUE(cut.dropped) << "an answer cut short is never passed off as whole";
+}
+
+TEST_F(E2bApiTest, PrivateTrafficNeedsTheTrafficToken) {
+  Captured created = Run(Control("POST", "/v2/sandboxes"), R"({"network":{"allowPublicTraffic":false}})");
+  ASSERT_EQ(created.status, 201);
+  std::string token = created.Json().value("trafficAccessToken", "");
+  ASSERT_EQ(token.size(), 64u);
+  Fake().port_response = "HTTP/1.1 204 No Content\r\n\r\n";
+  Request r = PortRequest("8000");
+  EXPECT_EQ(Run(r).status, 403);
+  r.headers["e2b-traffic-access-token"] = "wrong";
+  EXPECT_EQ(Run(r).status, 403);
+  EXPECT_TRUE(Fake().port_calls.empty());
+  r.headers["e2b-traffic-access-token"] = token;
+  EXPECT_EQ(Run(r).status, 204);
+  Captured open = Run(Control("POST", "/v2/sandboxes"), "{}");
+  EXPECT_TRUE(open.Json()["trafficAccessToken"].is_null()) << "public by default, as E2B's";
+  EXPECT_EQ(Run(Control("POST", "/v2/sandboxes"), R"({"network":{"allowPublicTraffic":"no"}})").status, 400);
+}
+
 TEST_F(E2bApiTest, BadStreamingRequestsEndTheStreamWithTheError) {
   std::string token = Create();
   // Not an envelope; then a StartRequest without a process.

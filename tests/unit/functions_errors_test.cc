@@ -84,7 +84,8 @@ TEST(ErrorTable, TypesStatusesRetryable) {
       {Code::kS216, "filesystem", 500, false}, {Code::kS217, "filesystem", 400, false},
       {Code::kS218, "transient", 503, true},   {Code::kS219, "filesystem", 500, false},
       {Code::kS220, "validation", 404, false}, {Code::kS221, "validation", 409, false},
-      {Code::kS300, "platform", 500, false},   {Code::kS400, "config", 429, false},
+      {Code::kS222, "execution", 502, false},  {Code::kS300, "platform", 500, false},
+      {Code::kS400, "config", 429, false},
   };
   ASSERT_EQ(rows.size(), AllCodes().size());
   for (const Row& r : rows) {
@@ -123,6 +124,9 @@ TEST(ErrorTable, FixNotesExactText) {
   EXPECT_EQ(note(Code::kS400),
             "a configured limit was hit: stop sandboxes you no longer need, lower cpus/memory_mb, or "
             "ask the operator to raise the limit");
+  EXPECT_EQ(note(Code::kS222),
+            "start a server listening on that port inside the sandbox (on 127.0.0.1, ::1 or all addresses), "
+            "then retry");
   for (Code c : {Code::kS210, Code::kS211, Code::kS212, Code::kS213, Code::kS214, Code::kS215, Code::kS216,
                  Code::kS217, Code::kS218, Code::kS219, Code::kS221}) {
     EXPECT_TRUE(note(c).is_null()) << CodeName(c);

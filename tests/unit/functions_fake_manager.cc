@@ -214,4 +214,28 @@ FakeState& Fake() {
   return state;
 }
 
+Result<proto::PortConnectResult> FakeSandboxService::PortRelay(const std::string& id, uint16_t port,
+                                                               const ByteSource& upstream, PortSink& sink) {
+  SKIFF_RETURN_IF_ERROR(FakeLookup(id));
+  Fake().port_calls.emplace_back(id, port);
+  if (Fake().port_refused)
+    return Error(Code::kS222, "nothing listens on port " + std::to_string(port) + " in the sandbox");
+  if (!sink.OnConnected()) return Error(Code::kS216, "the reader went away");
+  proto::PortConnectResult r;
+  for (;;) {
+    Result<std::string> chunk = upstream();
+    if (!chunk.ok()) return std::move(chunk).error();
+    if (chunk->empty()) break;
+    Fake().port_request += *chunk;
+    r.bytes_in += static_cast<int64_t>(chunk->size());
+  }
+  const std::string& out = Fake().port_response;
+  for (size_t at = 0; at < out.size(); at += Fake().port_piece) {
+    std::string_view piece = std::string_view(out).substr(at, Fake().port_piece);
+    if (!sink.OnData(piece)) return Error(Code::kS216, "the reader went away");
+    r.bytes_out += static_cast<int64_t>(piece.size());
+  }
+  return r;
+}
+
 }  // namespace skiff::testing

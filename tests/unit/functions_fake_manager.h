@@ -59,6 +59,14 @@ struct FakeState {
   std::vector<proto::FsWatchEvent> watch_events;
   Status watch_end = OkStatus();
   std::optional<Error> watch_refusal;
+  // PortRelay: the bytes written to the "server" land in port_request; it
+  // answers port_response in pieces of port_piece bytes (S222 with
+  // port_refused).
+  std::vector<std::pair<std::string, uint16_t>> port_calls;
+  std::string port_request;
+  std::string port_response;
+  size_t port_piece = 7;
+  bool port_refused = false;
 
   void Reset() { *this = FakeState(); }
 };
@@ -98,6 +106,8 @@ class FakeSandboxService : public SandboxService {
   Result<proto::ProcInputResult> ProcessInput(const std::string& sandbox_id,
                                               const proto::ProcInputRequest& req,
                                               const ByteSource& source) override;
+  Result<proto::PortConnectResult> PortRelay(const std::string& sandbox_id, uint16_t port,
+                                             const ByteSource& upstream, PortSink& sink) override;
   nlohmann::json Doctor() override { return nlohmann::json::object(); }
   std::string default_isolation() const override { return "jail"; }
   std::vector<std::string> available_isolations() const override { return {}; }

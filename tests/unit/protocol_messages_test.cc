@@ -101,6 +101,40 @@ TEST(ProtocolMessages, ClockRequest) {
   ExpectRefused<ClockRequest>(With(good, "op", "quiesce"), Code::kS001);
 }
 
+// op "port.connect": a port 1..65535 only; the agent's META names a
+// loopback address and its RESULT holds byte counts in range, else S300
+// naming the op.
+TEST(ProtocolMessages, PortConnect) {
+  ExpectWire(PortConnectRequest{8000}, R"({"op":"port.connect","port":8000})");
+  const json good = PortConnectRequest{8000}.ToJson();
+  ExpectIntChecked<PortConnectRequest>(good, "port", Code::kS001);
+  for (const json& bad : {json(0), json(65536), json(-1), json("8000"), json(nullptr), json(80.5)})
+    ExpectRefused<PortConnectRequest>(With(good, "port", bad), Code::kS001);
+  ExpectRefused<PortConnectRequest>(With(good, "port", kRemove), Code::kS001);
+  ExpectRefused<PortConnectRequest>(With(good, "op", "exec"), Code::kS001);
+  EXPECT_EQ(PortConnectRequest::FromJson(With(good, "port", 65535))->port, 65535);
+  EXPECT_EQ(PortConnectRequest::FromJson(With(good, "port", 1))->port, 1);
+
+  ExpectWire(PortConnectMeta{"::1"}, R"({"address":"::1"})");
+  EXPECT_TRUE(PortConnectMeta::FromJson(json{{"address", "127.0.0.1"}}).ok());
+  for (const json& bad : {json{{"address", "10.0.0.1"}}, json{{"address", 1}}, json::object(), json::array()})
+    ExpectRefused<PortConnectMeta>(bad, Code::kS300);
+
+  PortConnectResult r{120, 4096};
+  ExpectWire(r, R"({"bytes_in":120,"bytes_out":4096})");
+  const json result = r.ToJson();
+  for (const char* key : {"bytes_in", "bytes_out"}) {
+    SCOPED_TRACE(key);
+    ExpectIntChecked<PortConnectResult>(result, key, Code::kS300);
+    ExpectRefused<PortConnectResult>(With(result, key, kRemove), Code::kS300);
+    ExpectRefused<PortConnectResult>(With(result, key, -1), Code::kS300);
+    ExpectRefused<PortConnectResult>(With(result, key, kMaxPortBytes + 1), Code::kS300);
+  }
+  auto bad = PortConnectResult::FromJson(With(result, "bytes_out", "many"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("port.connect RESULT"), std::string::npos) << bad.error().message();
+}
+
 // op "usage": the guest's counters are hostile input for the host. Every
 // field an integer in range, busy <= total and used <= total, else S300
 // naming the op.

@@ -4,6 +4,7 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import http from 'node:http'
 import {
   Sandbox, CommandExitError, FileNotFoundError, NotFoundError, AuthenticationError, SandboxError,
   SandboxNotFoundError, InvalidArgumentError, FilesystemEventType
@@ -287,6 +288,130 @@ test('signed URLs: download and upload without headers, expiry, exact refusals',
   const late = await fetch(expired)
   assert.equal(late.status, 401)
   assert.deepEqual(await late.json(), { code: 401, message: 'signature is already expired' })
+})
+
+// A GET through node's http client: {status, headers, body}.
+function get (opts) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ method: 'GET', agent: false, ...opts }, res => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', c => { body += c })
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+// Resolves every name to the daemon's loopback: what wildcard DNS would do
+// for getHost(port)'s names.
+const toLoopback = (hostname, options, cb) =>
+  options?.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)
+
+test('ports: getHost(port) by Host header, by a custom lookup and by E2B headers; 502 when nothing listens or the sandbox is gone', async () => {
+  // python3 is in the code interpreter's image.
+  const sbx = await create({}, 'code-interpreter-v1')
+  const id = sbx.sandboxId
+  await sbx.files.write('/tmp/www/hello.txt', 'hello through port 8000')
+  await sbx.commands.run('python3 -m http.server 8000 --bind 127.0.0.1', { background: true, cwd: '/tmp/www' })
+  const daemon = new URL(process.env.E2B_SANDBOX_URL)
+  const byHeaders = (port, path) => fetch(`${process.env.E2B_SANDBOX_URL}${path}`, {
+    headers: { 'e2b-sandbox-id': id, 'e2b-sandbox-port': String(port) }
+  })
+  // The server takes a moment to listen: 502 until then.
+  let res
+  for (let i = 0; i < 150; i++) {
+    res = await byHeaders(8000, '/hello.txt')
+    if (res.status !== 502) break
+    await res.body?.cancel()
+    await new Promise(resolve => setTimeout(resolve, 200))
+  }
+  assert.equal(res.status, 200)
+  assert.equal(await res.text(), 'hello through port 8000')
+
+  // An explicit Host header of getHost's form, on the daemon's own address.
+  const viaHost = await get({
+    host: daemon.hostname, port: daemon.port, path: '/hello.txt', headers: { host: `8000-${id}.localhost` }
+  })
+  assert.equal(viaHost.status, 200)
+  assert.equal(viaHost.body, 'hello through port 8000')
+  assert.match(viaHost.headers.server ?? '', /SimpleHTTP/, 'the answer is the server\'s')
+
+  // The SDK's own name, resolved to the daemon by a custom lookup.
+  const host = sbx.getHost(8000)
+  assert.ok(host.startsWith(`8000-${id}.`), host)
+  const viaLookup = await get({ host, port: daemon.port, path: '/hello.txt', lookup: toLoopback })
+  assert.equal(viaLookup.status, 200)
+  assert.equal(viaLookup.body, 'hello through port 8000')
+  const missing = await get({ host, port: daemon.port, path: '/nope.txt', lookup: toLoopback })
+  assert.equal(missing.status, 404, 'the server\'s own status passes through')
+
+  // Nothing listens on 8001.
+  const closed = await byHeaders(8001, '/')
+  assert.equal(closed.status, 502)
+  const why = await closed.json()
+  assert.equal(why.sandboxId, id)
+  assert.equal(why.code, 502)
+  assert.match(why.message, /nothing listens on port 8001/)
+  const closedByHost = await get({ host: sbx.getHost(8001), port: daemon.port, path: '/', lookup: toLoopback })
+  assert.equal(closedByHost.status, 502)
+
+  // A killed sandbox: E2B's proxy answer.
+  await sbx.kill()
+  const gone = await get({ host, port: daemon.port, path: '/hello.txt', lookup: toLoopback })
+  assert.equal(gone.status, 502)
+  assert.deepEqual(JSON.parse(gone.body), { sandboxId: id, message: 'The sandbox was not found', code: 502 })
+  const goneByHeaders = await byHeaders(8000, '/hello.txt')
+  assert.equal(goneByHeaders.status, 502)
+  assert.equal((await goneByHeaders.json()).message, 'The sandbox was not found')
+})
+
+test('ports: an answer streams as the server writes it', async () => {
+  const sbx = await create({}, 'code-interpreter-v1')
+  const server = [
+    'import http.server, time',
+    'class H(http.server.BaseHTTPRequestHandler):',
+    '    protocol_version = "HTTP/1.1"',
+    '    def do_GET(self):',
+    '        self.send_response(200)',
+    '        self.send_header("Content-Type", "application/x-ndjson")',
+    '        self.send_header("Transfer-Encoding", "chunked")',
+    '        self.end_headers()',
+    '        for i in range(2):',
+    '            line = (\'{"n": %d}\\n\' % i).encode()',
+    '            self.wfile.write(b"%x\\r\\n%s\\r\\n" % (len(line), line))',
+    '            self.wfile.flush()',
+    '            time.sleep(1.5)',
+    '        self.wfile.write(b"0\\r\\n\\r\\n")',
+    'http.server.HTTPServer(("127.0.0.1", 8002), H).serve_forever()'
+  ].join('\n')
+  await sbx.files.write('/tmp/stream.py', server)
+  await sbx.commands.run('python3 /tmp/stream.py', { background: true })
+  const url = `${process.env.E2B_SANDBOX_URL}/events`
+  const headers = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8002' }
+  let res
+  for (let i = 0; i < 150; i++) {
+    res = await fetch(url, { headers })
+    if (res.status !== 502) break
+    await res.body?.cancel()
+    await new Promise(resolve => setTimeout(resolve, 200))
+  }
+  assert.equal(res.status, 200)
+  assert.equal(res.headers.get('content-type'), 'application/x-ndjson')
+  const reader = res.body.getReader()
+  const start = Date.now()
+  const first = await reader.read()
+  const firstAt = Date.now() - start
+  assert.equal(new TextDecoder().decode(first.value), '{"n": 0}\n')
+  let rest = ''
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    rest += new TextDecoder().decode(value)
+  }
+  const total = Date.now() - start
+  assert.equal(rest, '{"n": 1}\n')
+  assert.ok(total - firstAt >= 1000, `the first line came before the rest (${firstAt} ms, then ${total} ms)`)
 })
 
 test('errors: wrong API key, unknown sandbox, killed sandbox', async () => {
