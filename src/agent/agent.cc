@@ -939,7 +939,7 @@ std::vector<std::string> SupportedOps() {
           std::string(o::kProcOutput), std::string(o::kProcInput),  std::string(o::kProcSignal),
           std::string(o::kProcWait),   std::string(o::kProcResize), std::string(o::kProcForget),
           std::string(o::kQuiesce),    std::string(o::kClock),      std::string(o::kUsage),
-          std::string(o::kFsWatch), std::string(o::kPortConnect)};
+          std::string(o::kFsWatch),    std::string(o::kPortConnect)};
 }
 
 Status PrepareProcess() {

@@ -181,8 +181,8 @@ Result<bool> DirWatch::Read(std::string& lines) {
         RemoveTree(rel);
       }
     }
-    lines += proto::FsWatchEvent{std::move(rel), change}.ToJson().dump(-1, ' ', false,
-                                                                         nlohmann::json::error_handler_t::replace);
+    lines += proto::FsWatchEvent{std::move(rel), change}.ToJson().dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
     lines.push_back('\n');
   }
   return !over;

@@ -40,7 +40,8 @@ const char* EventType(proto::FsWatchChange c) {
 
 // A positive integer header (milliseconds or seconds) up to `max`.
 std::optional<int64_t> PositiveHeader(const std::string& v, int64_t max) {
-  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
   int64_t n = std::stoll(v);
   if (n <= 0 || n > max) return std::nullopt;
   return n;
@@ -68,7 +69,8 @@ class WatchStream final : public FsWatchSink {
   bool OnEvent(const proto::FsWatchEvent& e) override {
     if (Expired()) return false;
     json fs = {{"name", e.name}, {"type", EventType(e.change)}};
-    if (include_entry_ && e.change != proto::FsWatchChange::kRemove && e.change != proto::FsWatchChange::kRename) {
+    if (include_entry_ && e.change != proto::FsWatchChange::kRemove &&
+        e.change != proto::FsWatchChange::kRename) {
       // The entry as it is now; one already gone again has none.
       std::string path = JoinPath(dir_, e.name);
       if (auto st = svc_.Fs(id_, proto::FsStatRequest{path}); st.ok())
@@ -112,7 +114,8 @@ class WatchStream final : public FsWatchSink {
 void Api::WatchDirRpc(const Envd& e, const Request& req, const std::string& body, ResponseWriter& out) {
   const std::string& id = e.record.sandbox_id;
   auto end_with = [&](const Error& err) {
-    return out.Write(EndStream(std::make_pair(std::string(ConnectCodeName(ConnectCodeOf(err))), err.message())));
+    return out.Write(
+        EndStream(std::make_pair(std::string(ConnectCodeName(ConnectCodeOf(err))), err.message())));
   };
   // Before the start: the stream is opened to carry the error alone.
   auto fail = [&](const Error& err) {
@@ -129,7 +132,8 @@ void Api::WatchDirRpc(const Envd& e, const Request& req, const std::string& body
   auto include_entry = OptBool(*msg, "includeEntry", "include_entry");
   if (!include_entry.ok()) return fail(include_entry.error());
   // allowNetworkMounts: a sandbox has no network mounts to refuse.
-  if (auto nm = OptBool(*msg, "allowNetworkMounts", "allow_network_mounts"); !nm.ok()) return fail(nm.error());
+  if (auto nm = OptBool(*msg, "allowNetworkMounts", "allow_network_mounts"); !nm.ok())
+    return fail(nm.error());
 
   proto::FsWatchRequest watch;
   watch.path = e.Resolve(**path);

@@ -22,7 +22,7 @@ namespace skiff {
 
 // `stopping` says whether a stop of the sandbox has begun (read under the
 // registry's lock).
-Status WatchDirectory(Sandbox& sandbox, const std::function<bool()>& stopping, std::chrono::milliseconds timeout,
-                      const proto::FsWatchRequest& req, FsWatchSink& sink);
+Status WatchDirectory(Sandbox& sandbox, const std::function<bool()>& stopping,
+                      std::chrono::milliseconds timeout, const proto::FsWatchRequest& req, FsWatchSink& sink);
 
 }  // namespace skiff
