@@ -96,10 +96,11 @@ Result<proto::PortConnectResult> PortClient::Relay(uint16_t port, const ByteSour
       if (stopping_()) return SandboxStopped(sb_.id);
       return std::move(chunk).error();
     }
-    if (chunk->empty()) {
-      (void)s->End(proto::kStdin);
-      break;
-    }
+    // The caller's bytes are all sent, but the write side stays open: an
+    // HTTP server may take a half-closed connection for a client that went
+    // away (and abort its answer). It is closed once the server has closed
+    // its side, or with the stream.
+    if (chunk->empty()) break;
     auto sent = s->Send(proto::kStdin, *chunk, Clock::now() + timeout_);
     if (!sent.ok() && sent.error().code() == Code::kS218) {  // no credit within the deadline
       s->Cancel();
@@ -133,6 +134,8 @@ Result<proto::PortConnectResult> PortClient::Relay(uint16_t port, const ByteSour
         }
         break;
       case proto::Event::Kind::kEnd:
+        // The server closed its side: close ours, so the agent finishes.
+        (void)s->End(proto::kStdin);
         break;
       case proto::Event::Kind::kMeta:
         s->Cancel();

@@ -26,8 +26,10 @@ class PortClient {
   // registry's lock).
   PortClient(Sandbox& sandbox, std::function<bool()> stopping, std::chrono::milliseconds timeout);
 
-  // Connects to `port`, writes what `upstream` yields (an empty chunk
-  // half-closes the connection), hands the server's bytes to `sink`.
+  // Connects to `port`, writes what `upstream` yields (until an empty
+  // chunk; the write side stays open until the server closes its own, since
+  // an HTTP server may take a half-close for a client that left), hands the
+  // server's bytes to `sink`.
   // Errors: S222 nothing listens; S200 the agent did not answer in time;
   // S216 the sink went away; S004 the sandbox stopped; S300 the agent died
   // or broke the op.

@@ -309,8 +309,9 @@ const toLoopback = (hostname, options, cb) =>
   options?.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)
 
 test('ports: getHost(port) by Host header, by a custom lookup and by E2B headers; 502 when nothing listens or the sandbox is gone', async () => {
-  // python3 is in the code interpreter's image.
-  const sbx = await create({}, 'code-interpreter-v1')
+  // python3 is in the python image (the code interpreter's would also
+  // start its own server first).
+  const sbx = await create({}, 'python')
   const id = sbx.sandboxId
   await sbx.files.write('/tmp/www/hello.txt', 'hello through port 8000')
   await sbx.commands.run('python3 -m http.server 8000 --bind 127.0.0.1', { background: true, cwd: '/tmp/www' })
@@ -367,7 +368,7 @@ test('ports: getHost(port) by Host header, by a custom lookup and by E2B headers
 })
 
 test('ports: an answer streams as the server writes it', async () => {
-  const sbx = await create({}, 'code-interpreter-v1')
+  const sbx = await create({}, 'python')
   const server = [
     'import http.server, time',
     'class H(http.server.BaseHTTPRequestHandler):',
