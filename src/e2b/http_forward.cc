@@ -6,6 +6,8 @@
 #include <cctype>
 #include <limits>
 
+#include "base/text.h"
+
 namespace skiff::e2b {
 
 namespace {
@@ -16,16 +18,6 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-bool IsLowerUuid(std::string_view s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 // Headers about the body's framing: the forwarder sets its own.
@@ -55,7 +47,7 @@ std::optional<SandboxHost> ParseSandboxHost(std::string_view host) {
   size_t dot = rest.find('.');
   if (dot == std::string_view::npos || dot + 1 >= rest.size()) return std::nullopt;  // a domain is required
   std::string_view id = rest.substr(0, dot);
-  if (!IsLowerUuid(id)) return std::nullopt;
+  if (CanonicalUuid(id) != std::optional<std::string>(id)) return std::nullopt;  // lowercase, hyphenated
   return SandboxHost{static_cast<uint16_t>(n), std::string(id)};
 }
 

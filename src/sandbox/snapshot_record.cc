@@ -2,20 +2,15 @@
 
 #include <stdexcept>
 
+#include "base/text.h"
+
 namespace skiff {
 namespace {
 
 using nlohmann::json;
 
-bool IsUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
+// The canonical form skiff writes: lowercase, hyphenated.
+bool IsUuid(const std::string& s) { return CanonicalUuid(s) == s; }
 
 // Bounds on what a record may hold: it is read back from disk.
 constexpr size_t kMaxEnv = 4096;
