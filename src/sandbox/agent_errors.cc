@@ -32,4 +32,24 @@ Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::strin
   return Error(Code::kS300, std::string(failure));
 }
 
+Error StreamEndedError(AgentCall call, const proto::Event& ev, proto::CloseReason client_reason,
+                       bool stopping, std::string_view sandbox_id) {
+  if (ev.kind == proto::Event::Kind::kError) {
+    Error e = FromAgentError(ev.json);
+    if (e.code() == Code::kS004) return SandboxStopped(sandbox_id);
+    return e;
+  }
+  if (stopping) return SandboxStopped(sandbox_id);
+  proto::CloseReason reason = ev.kind == proto::Event::Kind::kClosed ? ev.close_reason : client_reason;
+  return AgentConnectionError(call, reason, ev.json.value("message", std::string()), sandbox_id);
+}
+
+Error OpenFailedError(AgentCall call, const Error& e, proto::CloseReason client_reason, bool stopping,
+                      std::string_view sandbox_id) {
+  proto::Event closed;  // kClosed
+  closed.json = {{"message", e.message()}};
+  closed.close_reason = client_reason;
+  return StreamEndedError(call, closed, client_reason, stopping, sandbox_id);
+}
+
 }  // namespace skiff

@@ -38,4 +38,14 @@ Error AgentConnectionError(AgentCall call, proto::CloseReason reason, std::strin
                            std::string_view sandbox_id,
                            const std::function<std::string()>& exit_report = nullptr);
 
+// The error of a stream that ended without its answer: the agent's ERROR
+// (its S004 as the sandbox's stop), or the connection's end (a kClosed
+// event's reason, else `client_reason`) mapped by AgentConnectionError; a
+// stop of the sandbox under way (`stopping`) makes it S004.
+Error StreamEndedError(AgentCall call, const proto::Event& ev, proto::CloseReason client_reason,
+                       bool stopping, std::string_view sandbox_id);
+// An Open that failed with `e`: the connection's end, mapped as above.
+Error OpenFailedError(AgentCall call, const Error& e, proto::CloseReason client_reason, bool stopping,
+                      std::string_view sandbox_id);
+
 }  // namespace skiff

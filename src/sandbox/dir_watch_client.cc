@@ -26,12 +26,9 @@ Status WatchDirectory(Sandbox& sb, const std::function<bool()>& stopping, std::c
                       const proto::FsWatchRequest& req, FsWatchSink& sink) {
   sb.Touch();
   ScopedCleanup touch([&] { sb.Touch(); });
-  auto ended = [&](proto::CloseReason reason, const std::string& message) -> Error {
-    if (stopping()) return SandboxStopped(sb.id);
-    return AgentConnectionError(AgentCall::kFs, reason, message, sb.id);
-  };
   auto so = sb.client->Open(req.ToJson());
-  if (!so.ok()) return ended(sb.client->close_reason(), so.error().message());
+  if (!so.ok())
+    return OpenFailedError(AgentCall::kFs, so.error(), sb.client->close_reason(), stopping(), sb.id);
   auto s = std::move(so).value();
   (void)s->End(proto::kStdin);
   bool started = false;
@@ -104,13 +101,9 @@ Status WatchDirectory(Sandbox& sb, const std::function<bool()>& stopping, std::c
       case proto::Event::Kind::kResult:
         if (!partial.empty()) return Malformed(sb.id, "an unfinished event line at the end");
         return OkStatus();
-      case proto::Event::Kind::kError: {
-        Error e = FromAgentError(ev->json);
-        if (e.code() == Code::kS004) return SandboxStopped(sb.id);
-        return e;
-      }
+      case proto::Event::Kind::kError:
       case proto::Event::Kind::kClosed:
-        return ended(ev->close_reason, ev->json.value("message", std::string()));
+        return StreamEndedError(AgentCall::kFs, *ev, sb.client->close_reason(), stopping(), sb.id);
     }
   }
 }

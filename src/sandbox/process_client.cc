@@ -44,22 +44,11 @@ Error ProcessClient::TimedOut(std::string_view op) const {
 }
 
 Error ProcessClient::Ended(const proto::Event& ev) const {
-  if (ev.kind == proto::Event::Kind::kError) {
-    Error e = FromAgentError(ev.json);
-    if (e.code() == Code::kS004) return SandboxStopped(sb_.id);
-    return e;
-  }
-  proto::CloseReason reason =
-      ev.kind == proto::Event::Kind::kClosed ? ev.close_reason : sb_.client->close_reason();
-  if (stopping_()) return SandboxStopped(sb_.id);
-  return AgentConnectionError(AgentCall::kProcess, reason, ev.json.value("message", std::string()), sb_.id);
+  return StreamEndedError(AgentCall::kProcess, ev, sb_.client->close_reason(), stopping_(), sb_.id);
 }
 
 Error ProcessClient::OpenFailed(const Error& e) const {
-  proto::Event closed;  // kClosed
-  closed.json = {{"message", e.message()}};
-  closed.close_reason = sb_.client->close_reason();
-  return Ended(closed);
+  return OpenFailedError(AgentCall::kProcess, e, sb_.client->close_reason(), stopping_(), sb_.id);
 }
 
 Error ProcessClient::Malformed(const std::string& what) const {
