@@ -66,11 +66,11 @@ Status DirWatch::AddOne(const std::string& rel, bool follow) {
 }
 
 Status DirWatch::AddTree(const std::string& rel) {
-  std::vector<std::string> todo = {rel};
+  std::vector<std::string> to_walk = {rel};
   bool first = true;
-  while (!todo.empty()) {
-    std::string dir = std::move(todo.back());
-    todo.pop_back();
+  while (!to_walk.empty()) {
+    std::string dir = std::move(to_walk.back());
+    to_walk.pop_back();
     if (!first) {
       Status st = AddOne(dir, false);
       if (!st.ok()) {
@@ -97,11 +97,11 @@ Status DirWatch::AddTree(const std::string& rel) {
         is_dir = ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
       }
       if (!is_dir) continue;
-      if (dirs_.size() + todo.size() >= proto::kMaxWatchedDirs) {
+      if (dirs_.size() + to_walk.size() >= proto::kMaxWatchedDirs) {
         ::closedir(d);
         return TooMany();
       }
-      todo.push_back(Join(dir, e->d_name));
+      to_walk.push_back(Join(dir, e->d_name));
     }
     ::closedir(d);
   }
