@@ -61,6 +61,7 @@ std::string EncodeInvocation(const json& invocation_id, const std::string& funct
     return EncodeError(invocation_id, function_id, InvocationFailed(Dump(error_body(*inv.error))));
   }
   if (inv.engine_error) return EncodeError(invocation_id, function_id, inv.engine_error->ToJson());
+  if (inv.relayed_error) return EncodeError(invocation_id, function_id, std::move(*inv.relayed_error));
   return EncodeResult(invocation_id, function_id, nullptr);
 }
 
@@ -85,18 +86,41 @@ std::string TriggerRegistrationResult(const json& m) {
                {"function_id", m.value("function_id", json(nullptr))}});
 }
 
-std::string RegisterWorker(const std::string& version, const std::string& os, long pid) {
+std::string RegisterWorker(const std::string& version, const std::string& os, long pid,
+                           const std::string& ns) {
+  json data = {{"runtime", "cpp"},
+               {"version", version},
+               {"name", "iii-sandbox"},
+               {"description", "skiff: sandboxes for untrusted code"},
+               {"os", os},
+               {"pid", pid}};
+  if (!ns.empty()) data["namespace"] = ns;
   return Dump({{"type", "invokefunction"},
                {"invocation_id", nullptr},
                {"function_id", "engine::workers::register"},
-               {"data",
-                {{"runtime", "cpp"},
-                 {"version", version},
-                 {"name", "iii-sandbox"},
-                 {"description", "skiff: sandboxes for untrusted code"},
-                 {"os", os},
-                 {"pid", pid}}},
+               {"data", std::move(data)},
                {"action", {{"type", "void"}}}});
+}
+
+std::string DescribeRejection(const json& m, const std::string& ns) {
+  std::string code = StringField(m, "code"), owner = StringField(m, "owner_worker_id");
+  std::string where = StringField(m, "namespace");
+  if (where.empty()) where = ns.empty() ? "default" : ns;
+  if (code == "WORKER_NAMESPACE_CONFLICT") {
+    return "another live worker named " + json(StringField(m, "worker_name")).dump() + " (worker " +
+           json(owner).dump() + ") already serves namespace '" + where +
+           "': two skiff hosts were given one namespace; give each host its own --iii-namespace "
+           "(iii_namespace)";
+  }
+  if (code == "FUNCTION_NAMESPACE_CONFLICT") {
+    return "function " + json(StringField(m, "function_id")).dump() + " in namespace '" + where +
+           "' is already registered by worker " + json(owner).dump() +
+           (ns.empty()
+                ? " (another skiff on this engine? hosts of a fleet each need their own --iii-namespace)"
+                : " (another skiff host with this namespace?)");
+  }
+  return "registration rejected (" + json(code).dump() + ") in namespace '" + where + "' by owner " +
+         json(owner).dump();
 }
 
 std::string RegisterFunction(const FunctionDef& f) {
@@ -105,6 +129,16 @@ std::string RegisterFunction(const FunctionDef& f) {
                {"description", f.description},
                {"request_format", f.request_schema},
                {"response_format", f.response_schema}});
+}
+
+std::string Invoke(const std::string& invocation_id, const std::string& function_id, const std::string& ns,
+                   json data) {
+  json m = {{"type", "invokefunction"},
+            {"invocation_id", invocation_id},
+            {"function_id", function_id},
+            {"data", std::move(data)}};
+  if (!ns.empty()) m["namespace"] = ns;
+  return Dump(m);
 }
 
 std::string Reattach(const std::string& previous_worker_id, const std::string& reattach_token) {

@@ -66,9 +66,31 @@ std::string WorkerRegistered(const std::string& worker_id, const std::string& re
 // Answer to a registertrigger (accepted; the trigger never fires).
 std::string TriggerRegistrationResult(const nlohmann::json& registertrigger);
 
+// How a call a worker made through the engine ended (WorkerLink::Call).
+// NOLINTNEXTLINE(bugprone-exception-escape): a default (null) nlohmann::json cannot throw
+struct CallOutcome {
+  enum class Kind {
+    kResult,    // `body` is the callee's result
+    kError,     // `body` is the invocationresult's error ({"code","message"}), verbatim
+    kLinkLost,  // the engine link dropped (or was down) before an answer
+    kTimeout,   // no answer within the deadline
+  };
+  Kind kind = Kind::kLinkLost;
+  nlohmann::json body;
+};
+
 // Worker mode, skiffd -> engine.
-std::string RegisterWorker(const std::string& version, const std::string& os, long pid);
+// `ns`: the namespace to register in ("" = the engine's default).
+std::string RegisterWorker(const std::string& version, const std::string& os, long pid,
+                           const std::string& ns = "");
+// A person's account of a registrationrejected `m` for a worker in `ns`
+// ("" = default): what conflicts with what, and what to change.
+std::string DescribeRejection(const nlohmann::json& m, const std::string& ns);
 std::string RegisterFunction(const FunctionDef& f);
+// A call this worker makes through the engine: invokefunction with an
+// invocation id, routed to namespace `ns` ("" = default, field left out).
+std::string Invoke(const std::string& invocation_id, const std::string& function_id, const std::string& ns,
+                   nlohmann::json data);
 std::string Reattach(const std::string& previous_worker_id, const std::string& reattach_token);
 
 }  // namespace skiff::api::iii

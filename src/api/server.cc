@@ -215,6 +215,7 @@ void Server::Run() {
   s.ScheduleSweep();
   if (s.config.engine_url) {
     WorkerHooks hooks;
+    hooks.iii_namespace = s.config.iii_namespace.value_or("");
     hooks.call = [&s](const std::string& id, const json& payload) {
       // Channel references live on the engine in worker mode; skiffd does
       // not broker them itself (fs::read answers without `content`

@@ -7,6 +7,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <deque>
+#include <future>
+#include <map>
 
 #include "api/http_util.h"
 #include "api/iii_codec.h"
@@ -50,22 +52,64 @@ bool ParseWsUrl(const std::string& url, WsUrl* out) {
 
 struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
   State(net::io_context& i, std::string u, WorkerHooks h)
-      : ioc(i), url(std::move(u)), hooks(std::move(h)), resolver(i), retry(i), ping(i) {}
+      : ioc(i), url(std::move(u)), hooks(std::move(h)), resolver(i), retry(i), ping(i), settle(i) {}
 
   net::io_context& ioc;
   std::string url;
   WorkerHooks hooks;
   tcp::resolver resolver;
-  net::steady_timer retry, ping;
+  net::steady_timer retry, ping, settle;
   std::unique_ptr<websocket::stream<beast::tcp_stream>> ws;
   beast::flat_buffer in;
   std::deque<std::string> out;
   bool writing = false;
   std::atomic<bool> up{false};
   bool stopped = false;
-  uint64_t generation = 0;  // bumps on every (re)connect; stale callbacks check it
+  bool standing_by = false;  // lost a worker-name conflict; retrying (standby_on_conflict)
+  uint64_t generation = 0;   // bumps on every (re)connect; stale callbacks check it
   std::string worker_id, reattach_token;
   std::chrono::steady_clock::time_point last_rx;
+  // Calls this worker made (Call), by invocation id.
+  struct Pending {
+    std::function<void(CallOutcome)> done;
+    std::unique_ptr<net::steady_timer> timer;
+  };
+  std::map<std::string, Pending> pending;
+
+  void Finish(const std::string& invocation_id, CallOutcome outcome) {
+    auto it = pending.find(invocation_id);
+    if (it == pending.end()) return;
+    auto done = std::move(it->second.done);
+    if (it->second.timer) it->second.timer->cancel();
+    pending.erase(it);
+    if (done) done(std::move(outcome));
+  }
+  void FailAllPending() {
+    auto calls = std::move(pending);
+    pending.clear();
+    for (auto& [id, p] : calls) {
+      if (p.timer) p.timer->cancel();
+      if (p.done) p.done(CallOutcome{CallOutcome::Kind::kLinkLost, json()});
+    }
+  }
+  void StartCall(std::string function_id, std::string ns, json data, std::chrono::milliseconds deadline,
+                 std::function<void(CallOutcome)> done) {
+    if (!up || !ws) {
+      done(CallOutcome{CallOutcome::Kind::kLinkLost, json()});
+      return;
+    }
+    std::string id = NewUuid();
+    Pending p;
+    p.done = std::move(done);
+    p.timer = std::make_unique<net::steady_timer>(ioc);
+    p.timer->expires_after(deadline);
+    auto self = shared_from_this();
+    p.timer->async_wait([self, id](beast::error_code ec) {
+      if (!ec) self->Finish(id, CallOutcome{CallOutcome::Kind::kTimeout, json()});
+    });
+    pending.emplace(id, std::move(p));
+    Send(iii::Invoke(id, function_id, ns, std::move(data)));
+  }
 
   void Connect() {
     if (stopped) return;
@@ -104,14 +148,18 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
 
   void Retry(const std::string& why) {
     if (stopped) return;
-    if (up)
+    if (standing_by) {
+      // Said once, when it began.
+    } else if (up) {
       SKIFF_LOG(Warn) << "worker: lost the engine: " << why << "; reconnecting every 2 s";
-    else
+    } else {
       SKIFF_LOG(Info) << "worker: engine not reachable (" << why << "); retrying in 2 s";
+    }
     up = false;
     ++generation;
     out.clear();
     writing = false;
+    FailAllPending();
     if (ws) {
       beast::error_code ec;
       beast::get_lowest_layer(*ws).socket().close(ec);
@@ -177,9 +225,9 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     struct utsname u;
     std::string os = "linux";
     if (::uname(&u) == 0) os = std::string(u.sysname) + " " + u.machine;
-    Send(iii::RegisterWorker(SKIFF_VERSION, os, ::getpid()));
+    Send(iii::RegisterWorker(SKIFF_VERSION, os, ::getpid(), hooks.iii_namespace));
     for (const auto& f : Functions()) {
-      if (f.internal) continue;
+      if (f.internal || (hooks.exports && !hooks.exports(f))) continue;
       Send(iii::RegisterFunction(f));
     }
   }
@@ -201,18 +249,44 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       up = false;
       Register();
       up = true;
-      SKIFF_LOG(Info) << "worker: registered with the engine as " << worker_id;
+      if (!standing_by) {
+        SKIFF_LOG(Info) << "worker: registered with the engine as " << worker_id;
+      } else {
+        // A standby learns it took over when no rejection follows.
+        auto self = shared_from_this();
+        uint64_t gen = generation;
+        settle.expires_after(std::chrono::seconds(1));
+        settle.async_wait([self, gen](beast::error_code ec) {
+          if (ec || gen != self->generation || !self->standing_by) return;
+          self->standing_by = false;
+          SKIFF_LOG(Info) << "worker: the active worker is gone; serving now as " << self->worker_id;
+        });
+      }
     } else if (type == "invokefunction") {
       Invoke(m);
+    } else if (type == "registrationrejected" && hooks.standby_on_conflict &&
+               iii::StringField(m, "code") == "WORKER_NAMESPACE_CONFLICT") {
+      if (!standing_by)
+        SKIFF_LOG(Info) << "worker: standing by: " << iii::DescribeRejection(m, hooks.iii_namespace)
+                        << "; registering again every 2 s";
+      standing_by = true;
+      up = false;  // not serving: Retry below reconnects quietly
+      Retry("standing by");
     } else if (type == "registrationrejected") {
-      SKIFF_LOG(Error) << "worker: registration rejected (" << m.value("code", json("")).dump()
-                       << "): function " << m.value("function_id", json("")).dump() << " is owned by worker "
-                       << m.value("owner_worker_id", json("")).dump();
+      SKIFF_LOG(Error) << "worker: registration rejected (" << iii::StringField(m, "code")
+                       << "): " << iii::DescribeRejection(m, hooks.iii_namespace) << "; exiting";
       if (hooks.rejected) hooks.rejected();
     } else if (type == "ping") {
       Send(iii::Pong());
+    } else if (type == "invocationresult") {
+      std::string id = iii::StringField(m, "invocation_id");
+      if (m.contains("error") && !m["error"].is_null())
+        Finish(id, CallOutcome{CallOutcome::Kind::kError, std::move(m["error"])});
+      else
+        Finish(id, CallOutcome{CallOutcome::Kind::kResult,
+                               m.contains("result") ? std::move(m["result"]) : json()});
     }
-    // invocationresult, pong and everything else: nothing to do.
+    // pong and everything else: nothing to do.
   }
 
   void Invoke(json& m) {
@@ -268,8 +342,10 @@ void WorkerLink::Stop() {
   net::post(s->ioc, [s]() {
     s->stopped = true;
     ++s->generation;
+    s->FailAllPending();
     s->retry.cancel();
     s->ping.cancel();
+    s->settle.cancel();
     if (s->ws) {
       beast::error_code ec;
       beast::get_lowest_layer(*s->ws).socket().close(ec);
@@ -278,5 +354,24 @@ void WorkerLink::Stop() {
 }
 
 bool WorkerLink::connected() const { return s_->up; }
+
+void WorkerLink::Call(std::string function_id, std::string ns, json data, std::chrono::milliseconds deadline,
+                      std::function<void(CallOutcome)> done) {
+  auto s = s_;
+  net::post(s->ioc, [s, function_id = std::move(function_id), ns = std::move(ns), data = std::move(data),
+                     deadline, done = std::move(done)]() mutable {
+    if (s->stopped) return done(CallOutcome{CallOutcome::Kind::kLinkLost, json()});
+    s->StartCall(std::move(function_id), std::move(ns), std::move(data), deadline, std::move(done));
+  });
+}
+
+CallOutcome WorkerLink::CallAndWait(std::string function_id, std::string ns, json data,
+                                    std::chrono::milliseconds deadline) {
+  auto promise = std::make_shared<std::promise<CallOutcome>>();
+  auto future = promise->get_future();
+  Call(std::move(function_id), std::move(ns), std::move(data), deadline,
+       [promise](CallOutcome o) { promise->set_value(std::move(o)); });
+  return future.get();
+}
 
 }  // namespace skiff::api

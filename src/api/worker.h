@@ -6,17 +6,21 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/iii_codec.h"
 #include "base/error.h"
 #include "functions/registry.h"
 
 namespace skiff::api {
 
 struct WorkerHooks {
+  // The engine namespace to register in (docs/multihost.md); "" = default.
+  std::string iii_namespace;
   // Runs a function (called on a pool thread).
   std::function<Invocation(const std::string& id, const nlohmann::json& payload)> call;
   std::function<nlohmann::json(const Error&)> error_body;
@@ -29,7 +33,15 @@ struct WorkerHooks {
       dispatch;
   // Called on registrationrejected: the daemon exits with status 3.
   std::function<void()> rejected;
+  // A fleet router's standby (docs/multihost.md#standby): a worker-name
+  // conflict means another router is active; wait and register again every
+  // 2 s instead of calling `rejected`.
+  bool standby_on_conflict = false;
+  // Which functions of the table to register; null = every public one.
+  std::function<bool(const FunctionDef&)> exports;
 };
+
+using iii::CallOutcome;
 
 class WorkerLink {
  public:
@@ -39,6 +51,15 @@ class WorkerLink {
   void Start();
   void Stop();
   bool connected() const;
+
+  // Calls `function_id` in engine namespace `ns` ("" = default) with `data`
+  // through the engine. `done` runs once, on the event loop, with the
+  // answer, or kLinkLost / kTimeout. Thread-safe.
+  void Call(std::string function_id, std::string ns, nlohmann::json data, std::chrono::milliseconds deadline,
+            std::function<void(CallOutcome)> done);
+  // The same, blocking; not to be called on the event loop.
+  CallOutcome CallAndWait(std::string function_id, std::string ns, nlohmann::json data,
+                          std::chrono::milliseconds deadline);
 
   struct State;
 

@@ -6,14 +6,14 @@
 namespace skiff {
 namespace {
 
-constexpr std::array<std::pair<Code, std::string_view>, 27> kNames = {{
+constexpr std::array<std::pair<Code, std::string_view>, 28> kNames = {{
     {Code::kS001, "S001"}, {Code::kS002, "S002"}, {Code::kS003, "S003"}, {Code::kS004, "S004"},
     {Code::kS005, "S005"}, {Code::kS006, "S006"}, {Code::kS007, "S007"}, {Code::kS008, "S008"},
     {Code::kS100, "S100"}, {Code::kS101, "S101"}, {Code::kS102, "S102"}, {Code::kS200, "S200"},
     {Code::kS210, "S210"}, {Code::kS211, "S211"}, {Code::kS212, "S212"}, {Code::kS213, "S213"},
     {Code::kS214, "S214"}, {Code::kS215, "S215"}, {Code::kS216, "S216"}, {Code::kS217, "S217"},
     {Code::kS218, "S218"}, {Code::kS219, "S219"}, {Code::kS220, "S220"}, {Code::kS221, "S221"},
-    {Code::kS222, "S222"}, {Code::kS300, "S300"}, {Code::kS400, "S400"},
+    {Code::kS222, "S222"}, {Code::kS300, "S300"}, {Code::kS301, "S301"}, {Code::kS400, "S400"},
 }};
 
 }  // namespace

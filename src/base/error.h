@@ -44,6 +44,7 @@ enum class Code {
   kS221,  // live process in the wrong state (exited, no stdin, no terminal)
   kS222,  // nothing listens on the port in the sandbox (port.connect)
   kS300,  // platform failure
+  kS301,  // the fleet host holding the sandbox is gone (router)
   kS400,  // resource limit
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 struct ServeFlags {
   std::optional<uint32_t> port;
-  std::string config_file, socket_path, engine_url;
+  std::string config_file, socket_path, engine_url, iii_namespace;
 };
 
 int Serve(const ServeFlags& f, DaemonMain daemon) {
@@ -42,6 +42,20 @@ int Serve(const ServeFlags& f, DaemonMain daemon) {
     }
     config.engine_url = f.engine_url;
   }
+  if (!f.iii_namespace.empty()) {
+    if (auto why = IiiNamespaceProblem(f.iii_namespace); !why.empty()) {
+      std::fprintf(stderr, "skiff serve: --iii-namespace: %s\n", why.c_str());
+      return kExitConfig;
+    }
+    config.iii_namespace = f.iii_namespace;
+  }
+  if (config.iii_namespace && !config.engine_url) {
+    std::fprintf(
+        stderr,
+        "skiff serve: --iii-namespace (iii_namespace) needs worker mode: give the engine with --engine "
+        "(engine_url)\n");
+    return kExitConfig;
+  }
   return daemon(std::move(config));
 }
 
@@ -54,6 +68,8 @@ void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon) {
   serve->add_option("--config", f->config_file, "YAML configuration file");
   serve->add_option("--socket", f->socket_path, "also listen on this unix socket");
   serve->add_option("--engine", f->engine_url, "worker mode: join the iii engine at this ws:// URL");
+  serve->add_option("--iii-namespace", f->iii_namespace,
+                    "worker mode as one host of a fleet: register in this engine namespace (skiff.<host>)");
   serve->callback([f, &rc, daemon] { rc = Serve(*f, daemon); });
 }
 

@@ -461,6 +461,10 @@ Result<CreateSpec> DecodeCreate(const json& payload) {
   spec.pause_on_idle = on_idle && *on_idle != "stop";
   spec.hibernate_on_idle = on_idle && *on_idle == "hibernate";
   SKIFF_ASSIGN_OR_RETURN(spec.auto_resume, f.OptBool("auto_resume", false));
+  SKIFF_ASSIGN_OR_RETURN(std::optional<std::string> raw_id, f.OptString("sandbox_id"));
+  if (raw_id) {
+    SKIFF_ASSIGN_OR_RETURN(spec.sandbox_id, ParseSandboxId(*raw_id));
+  }
   return spec;
 }
 

@@ -328,6 +328,7 @@ Keys are emitted sorted. Over the iii engine WebSocket protocol the object is se
 | S218 | `fs channel aborted: <detail>` |
 | S219 | `operation not supported by this sandbox's agent: <operation>` |
 | S300 | `platform failure: <stage>: <detail>` (stage: `boot`, `isolation`, `exec`, `sandbox`) |
+| S301 | `host lost: sandbox <uuid> was on fleet host <namespace>, which has left the fleet` |
 | S400 | `resource limit exceeded: <detail>` |
 
 ## Codes

@@ -12,7 +12,7 @@ constexpr std::string_view kParentsNote =
     "directories";
 constexpr std::string_view kGoneNote = "this sandbox no longer exists; call sandbox::create to get a new one";
 
-constexpr std::array<CodeInfo, 27> kCodes = {{
+constexpr std::array<CodeInfo, 28> kCodes = {{
     {Code::kS001, "validation", 400, false,
      "Payload not an object; missing or mistyped field; invalid sandbox_id; exec command-shape "
      "errors; invalid map-env names; bad base64; fs::write body both/neither; NUL in a path, "
@@ -107,6 +107,10 @@ constexpr std::array<CodeInfo, 27> kCodes = {{
      "Boot failure or 30 s boot timeout; requested isolation unavailable; sandbox crashed; "
      "transport failure during exec; other spawn failures",
      "platform failure; resending the same call is unlikely to help; check the skiffd log"},
+    {Code::kS301, "platform", 502, false,
+     "Fleet router (docs/multihost.md): the host that held the sandbox has left the fleet (its worker "
+     "disconnected from the engine, or a call to it was cut off); the sandbox is lost with it",
+     "the sandbox cannot be reached any more; create a new one (the router places it on a live host)"},
     {Code::kS400, "config", 429, false,
      "max_concurrent_sandboxes reached; per-image max_cpus/max_memory_mb exceeded; a function result "
      "over 32 MiB encoded; max_connections open connections (the connection is answered 503 and closed)",

@@ -14,6 +14,7 @@
 #include "base/text.h"
 #include "functions/decode.h"
 #include "functions/errors.h"
+#include "functions/host_handlers.h"
 #include "functions/process_handlers.h"
 #include "functions/schemas.h"
 #include "functions/snapshot_handlers.h"
@@ -629,6 +630,11 @@ std::vector<FunctionDef> BuildTable() {
                   HandleRun,
                   {C::kS001, C::kS100, C::kS101, C::kS102, C::kS200, C::kS211, C::kS212, C::kS215, C::kS216,
                    C::kS300, C::kS400}));
+  // A fleet router's questions to one host (functions/host_handlers.h, docs/multihost.md).
+  t.push_back(Def("skiff::host::status", "This host's identity, backends and room, for placing creates.",
+                  fn::HandleHostStatus, {C::kS001}));
+  t.push_back(
+      Def("skiff::host::has", "Whether a sandbox lives on this host.", fn::HandleHostHas, {C::kS001}));
   t.push_back(Def("sandbox::catalog::list",
                   "List the image catalog (presets python, node, plus operator-defined images).",
                   HandleCatalogList, {C::kS001}));

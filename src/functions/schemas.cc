@@ -4,6 +4,7 @@
 #include <string>
 
 #include "functions/decode.h"
+#include "functions/host_schemas.h"
 #include "functions/process_schemas.h"
 #include "functions/schema_builders.h"
 #include "functions/snapshot_schemas.h"
@@ -179,6 +180,11 @@ FunctionSchemas Build(std::string_view id) {
              {"auto_resume", BoolD("Extension: a call that needs the sandbox running (exec, fs, process) "
                                    "resumes it when paused, instead of S005",
                                    false)},
+             {"sandbox_id",
+              Str("Extension: the new sandbox's id, chosen by the caller (a UUID; a fleet router "
+                  "sends one so that a retried create is safe): a create naming a live sandbox "
+                  "of the same caller and image answers that sandbox; any other use is S001. "
+                  "Such a create never claims a pooled sandbox")},
              {"isolation",
               {{"type", "string"},
                {"enum", {"microvm", "jail"}},
@@ -759,6 +765,7 @@ const json& AllDefinitions() {
 FunctionSchemas SchemasFor(std::string_view id) {
   if (id.rfind("sandbox::process::", 0) == 0) return ProcessSchemas(id);
   if (FunctionSchemas s; SnapshotSchemas(id, &s)) return s;
+  if (FunctionSchemas s; HostSchemas(id, &s)) return s;
   return Build(id);
 }
 

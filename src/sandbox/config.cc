@@ -284,6 +284,18 @@ images::ImagePolicy ImagePolicyFor(const Config& config) {
   return p;
 }
 
+std::string IiiNamespaceProblem(const std::string& ns) {
+  if (ns.empty()) return "must not be empty";
+  if (ns.size() > 64) return "longer than 64 bytes";
+  for (char ch : ns) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '_' || ch == '.';
+    if (!ok) return "'" + ns + "': a namespace may contain only letters, digits, '-', '_' and '.'";
+  }
+  if (ns == "default") return "'default' is the router's namespace; give each host its own (skiff.<host>)";
+  return "";
+}
+
 Result<Config> ParseConfig(const std::string& yaml_text) {
   YAML::Node root;
   try {
@@ -482,6 +494,11 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       // wss:// would need TLS, which skiffd does not link.
       if (c.engine_url && (c.engine_url->rfind("ws://", 0) != 0 || c.engine_url->size() <= 5)) {
         return ConfigError(key, "expected a ws://host:port URL, got '" + *c.engine_url + "'");
+      }
+    } else if (key == "iii_namespace") {
+      SKIFF_ASSIGN_OR_RETURN(c.iii_namespace, GetOptString(v, key));
+      if (c.iii_namespace) {
+        if (auto why = IiiNamespaceProblem(*c.iii_namespace); !why.empty()) return ConfigError(key, why);
       }
     } else if (key == "docs_base") {
       SKIFF_ASSIGN_OR_RETURN(c.docs_base, GetString(v, key));

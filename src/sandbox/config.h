@@ -74,6 +74,9 @@ struct Config {
   NetworkConfig network;
   std::string images_dir;  // "" = <data dir>/images
   std::optional<std::string> engine_url;
+  // Worker mode as one host of a fleet (docs/multihost.md): the iii
+  // namespace its functions are registered in; nullopt = the default one.
+  std::optional<std::string> iii_namespace;
   std::string docs_base = "docs/errors.md";
   std::vector<std::string> warnings;  // unknown keys etc., logged at start
 
@@ -92,6 +95,9 @@ struct Config {
 // Parses and validates a YAML document (docs/configuration.md#keys). Errors name the key.
 Result<Config> ParseConfig(const std::string& yaml_text);
 Result<Config> LoadConfigFile(const std::string& path);
+// Why `ns` cannot be an iii_namespace, or "" when it can: 1-64 letters,
+// digits, '-', '_' and '.', and not "default".
+std::string IiiNamespaceProblem(const std::string& ns);
 // What the image catalog and store need from `config`: the store directory,
 // the allowlist as Config::ImageAllowed applies it, custom images and
 // auto_install.

@@ -99,6 +99,15 @@ nlohmann::json SandboxManager::Doctor() {
 
 std::vector<CatalogEntry> SandboxManager::CatalogList() { return catalog_.List(); }
 
+HostFacts SandboxManager::Host() {
+  HostFacts h;
+  h.boot_id = boot_id_;
+  h.max_sandboxes = config_.max_concurrent_sandboxes;
+  h.sandboxes = registry_.InUse();
+  for (const auto& p : registry_.PoolStats()) h.pooled_ready += p.ready;
+  return h;
+}
+
 Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   auto t0 = Clock::now();
   CreateSpec spec = request;
@@ -119,6 +128,24 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   if (spec.isolation && *spec.isolation != "microvm" && *spec.isolation != "jail")
     return InvalidRequest("field 'isolation': expected \"microvm\" or \"jail\", got \"" + *spec.isolation +
                           "\"");
+
+  // A caller-chosen id: a retry of a create that already made this
+  // sandbox answers it; otherwise the id is held until the end of this
+  // create, so two creates never race for it.
+  bool holds_id = false;
+  ScopedCleanup release_id([&] {
+    if (holds_id) registry_.ReleaseId(*spec.sandbox_id);
+  });
+  if (spec.sandbox_id) {
+    SKIFF_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> existing, registry_.ClaimId(*spec.sandbox_id));
+    if (existing) {
+      bool same = existing->tenant == spec.tenant && (spec.snapshot || existing->image == spec.image) &&
+                  (!spec.isolation || *spec.isolation == existing->isolation);
+      if (!same) return InvalidRequest("field 'sandbox_id': " + *spec.sandbox_id + " is already in use");
+      return CreateResult{existing->id, existing->image, existing->isolation, existing->image_services};
+    }
+    holds_id = true;
+  }
 
   // Step 2: reserve a slot atomically (live sandboxes + creates in progress).
   SKIFF_RETURN_IF_ERROR(registry_.Reserve());
@@ -152,7 +179,7 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
     return Platform("isolation", "isolation '" + isolation + "' is not available on this host");
   // Warm pool (docs/configuration.md#warm-pool): a create matching the pooled shape claims a
   // booted sandbox; claim and registration are one step in the registry.
-  if (registry_.HasPool(spec.image) && restore_dir.empty()) {
+  if (registry_.HasPool(spec.image) && restore_dir.empty() && !spec.sandbox_id) {
     bool matches = cpus == config_.default_cpus && memory_mb == config_.default_memory_mb && !spec.network &&
                    isolation == default_isolation_;
     SKIFF_ASSIGN_OR_RETURN(
@@ -175,7 +202,8 @@ Result<CreateResult> SandboxManager::Create(const CreateSpec& request) {
   }
 
   // Steps 6 and 7: image installed (or installed now), boot.
-  BootParams bp{spec.image, isolation, cpus, memory_mb, spec.network, restore_dir};
+  BootParams bp{
+      spec.image, isolation, cpus, memory_mb, spec.network, restore_dir, spec.sandbox_id.value_or("")};
   // A jail mounts the snapshot's files for its whole life (jail_snapshot.h):
   // it is in use from before the boot (then under a placeholder) to the end.
   auto use_by = [this](const std::string& sid, const std::string& user) {
@@ -215,7 +243,7 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::Boot(const BootParams& p) {
   SKIFF_ASSIGN_OR_RETURN(ResolvedImage img, catalog_.Resolve(p.image, p.isolation == "microvm"));
 
   auto sb = std::make_shared<Sandbox>();
-  sb->id = NewUuid();
+  sb->id = p.id.empty() ? NewUuid() : p.id;
   SandboxPolicy policy = PrepareBoot(*sb, p, img);
   auto deadline = Clock::now() + kBootTimeout;
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso_it->second->Start(policy));

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "images/catalog.h"
 #include "isolation/isolator.h"
 #include "sandbox/config.h"
@@ -102,6 +103,7 @@ class SandboxManager : public SandboxService {
 
   using PoolStatus = skiff::PoolStatus;
   std::vector<PoolStatus> PoolStats() override { return registry_.PoolStats(); }
+  HostFacts Host() override;
   using CreateObserver = skiff::CreateObserver;
   void SetCreateObserver(CreateObserver observer) override;
 
@@ -113,6 +115,7 @@ class SandboxManager : public SandboxService {
     uint32_t memory_mb = 512;
     bool network = false;
     std::string restore_dir;  // a snapshot's directory, or "" (fresh)
+    std::string id;           // the sandbox's id, or "" for a new random one
   };
 
   bool KvmUsable() const { return host_.kvm_usable && host_.kvm_usable(); }
@@ -157,6 +160,7 @@ class SandboxManager : public SandboxService {
   HostProbes host_;
   std::map<std::string, std::unique_ptr<Isolator>> isolators_;
   std::string default_isolation_;
+  const std::string boot_id_ = NewUuid();  // HostFacts::boot_id
   Catalog catalog_;
   Stats stats_;
   SandboxRegistry registry_;

@@ -28,6 +28,11 @@ void SandboxRegistry::Unreserve() {
   teardown_cv_.notify_all();
 }
 
+uint32_t SandboxRegistry::InUse() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<uint32_t>(sandboxes_.size()) + reserved_;
+}
+
 void SandboxRegistry::WaitCreates() {
   std::unique_lock<std::mutex> lk(mu_);
   teardown_cv_.wait(lk, [&] { return reserved_ == 0; });
@@ -39,6 +44,22 @@ void SandboxRegistry::TeardownRefused(std::unique_lock<std::mutex>& lk, Sandbox&
   sb.Teardown();
   lk.lock();
   sb.MoveTo(SandboxState::kStopped);
+}
+
+Result<std::shared_ptr<Sandbox>> SandboxRegistry::ClaimId(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) return it->second;
+  if (claimed_ids_.count(id) > 0)
+    return InvalidRequest("field 'sandbox_id': a create of sandbox " + id + " is already in progress");
+  if (tearing_down_.count(id) > 0)
+    return InvalidRequest("field 'sandbox_id': sandbox " + id + " is still being stopped");
+  claimed_ids_.insert(id);
+  return std::shared_ptr<Sandbox>();
+}
+
+void SandboxRegistry::ReleaseId(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  claimed_ids_.erase(id);
 }
 
 Status SandboxRegistry::Register(const std::shared_ptr<Sandbox>& sb) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ class SandboxRegistry {
   // unreserves: Shutdown waits for that, so an exiting daemon leaves no
   // half-created sandbox (a VMM, its state, a template build) behind.
   void WaitCreates();
+  // Live sandboxes (running, paused or being stopped) and creates in
+  // progress: what counts against max_concurrent_sandboxes.
+  uint32_t InUse();
+  // Claims a caller-chosen id for a create. Null when it was free (it is
+  // then held until ReleaseId); the sandbox when a live one has it (a
+  // retried create); S001 while another create holds it or a teardown of
+  // a sandbox with that id is still in progress.
+  Result<std::shared_ptr<Sandbox>> ClaimId(const std::string& id);
+  void ReleaseId(const std::string& id);
   // Registers a booted sandbox (Starting -> Ready). When the daemon is
   // shutting down it tears the sandbox down instead (-> Stopped) and fails.
   Status Register(const std::shared_ptr<Sandbox>& sb);
@@ -146,6 +156,7 @@ class SandboxRegistry {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<std::string, std::shared_ptr<Sandbox>> tearing_down_;  // stop/reap in progress
   uint32_t reserved_ = 0;                                         // creates in progress
+  std::set<std::string> claimed_ids_;                             // ClaimId, until ReleaseId
   bool shutting_down_ = false;
   uint32_t pending_teardowns_ = 0;
   std::condition_variable teardown_cv_;  // pending_teardowns_ or reserved_ went down

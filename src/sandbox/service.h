@@ -101,6 +101,7 @@ class SandboxService {
   virtual std::string microvm_accel() const = 0;
   virtual SandboxStats& stats() = 0;
   virtual std::vector<PoolStatus> PoolStats() = 0;
+  virtual HostFacts Host() = 0;
   virtual void SetCreateObserver(CreateObserver observer) = 0;
 };
 

@@ -61,6 +61,7 @@ class TenantScope : public SandboxService {
   std::string microvm_accel() const override { return inner_.microvm_accel(); }
   SandboxStats& stats() override { return inner_.stats(); }
   std::vector<PoolStatus> PoolStats() override { return inner_.PoolStats(); }
+  HostFacts Host() override { return inner_.Host(); }
   void SetCreateObserver(CreateObserver observer) override { inner_.SetCreateObserver(std::move(observer)); }
 
  private:

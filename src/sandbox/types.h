@@ -43,6 +43,10 @@ struct CreateSpec {
   // isolation, cpus and memory are the snapshot's (the request's must
   // agree when given).
   std::optional<std::string> snapshot;
+  // The id the caller chose (canonical UUID), or nullopt for a new random
+  // one. A create naming a live sandbox of the same tenant and image
+  // answers that sandbox, so a retried create is safe.
+  std::optional<std::string> sandbox_id;
   // The tenant creating it (docs/configuration.md#tenants): the name of the
   // caller's API key with tenancy on, "" otherwise. Set by TenantScope,
   // never from a request.
@@ -190,6 +194,15 @@ struct FsReadMeta {
 // Counters for /metrics.
 struct SandboxStats {
   std::atomic<uint64_t> created{0}, reaped{0}, execs{0}, paused{0}, resumed{0};
+};
+
+// What a fleet router places creates by (skiff::host::status,
+// docs/multihost.md): this daemon's identity and room.
+struct HostFacts {
+  std::string boot_id;         // new at every daemon start: a restart is visible
+  uint32_t max_sandboxes = 0;  // max_concurrent_sandboxes
+  uint32_t sandboxes = 0;      // live (running or paused) and being created
+  uint32_t pooled_ready = 0;   // booted sandboxes waiting in warm pools
 };
 
 // The warm pool of one image (docs/configuration.md#warm-pool), for /metrics and tests.

@@ -1,7 +1,7 @@
 // Worker mode (docs/architecture.md#transports-and-their-limits): the real `skiff serve --engine ws://…`
 // joins an engine as worker `iii-sandbox`. No iii engine can be installed here, so the engine side is
 // EngineDouble (engine_double.h), a double written from the spec's message shapes and the iii-sdk's. Covered:
-// the register invocation and the 31 registerfunction messages with the same schemas as GET
+// the register invocation and the 33 registerfunction messages with the same schemas as GET
 // /v1/functions/{id}; invocations of sandbox::run and fs operations answered with invocationresult; an S-code
 // error carried as `invocation_failed` + `handler error: {…}`; no reply for a null invocation_id; engine loss
 // → /healthz engine_disconnected → retries every 2 s → reattach + re-registration, sandboxes kept; a
@@ -58,13 +58,15 @@ const std::set<std::string> kSandboxFunctions = {"sandbox::catalog::list",
                                                  "sandbox::process::resize",
                                                  "sandbox::process::signal",
                                                  "sandbox::process::start",
-                                                 "sandbox::process::wait"};
+                                                 "sandbox::process::wait",
+                                                 "skiff::host::has",
+                                                 "skiff::host::status"};
 
 bool IsType(const Received& r, const std::string& t) {
   return r.msg.is_object() && r.msg.value("type", "") == t;
 }
 
-// Waits until connection `conn` has sent its 31 registerfunction frames and
+// Waits until connection `conn` has sent its 33 registerfunction frames and
 // returns everything that connection sent, in order.
 std::vector<json> Registration(EngineDouble& eng, int conn) {
   auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -96,7 +98,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
   Daemon d(kConfig, {"--engine", eng->url()});
   ASSERT_TRUE(d.ready()) << d.Log();
 
-  // --- registration: the register invocation first, then the 31 functions.
+  // --- registration: the register invocation first, then the 33 functions.
   auto sent = Registration(*eng, 0);
   ASSERT_FALSE(sent.empty()) << "no registration within 30 s\n" << d.Log();
   const json& first = sent.front();
@@ -218,7 +220,7 @@ TEST(WorkerModeTest, RegistersServesReconnectsAndReregisters) {
     EXPECT_GE(gap, 1500ms) << "retry " << i;
     EXPECT_LE(gap, 4000ms) << "retry " << i;
   }
-  // reattach first, then the register invocation, then the 31 functions.
+  // reattach first, then the register invocation, then the 33 functions.
   ASSERT_GE(resent.size(), 18u);
   EXPECT_EQ(resent[0],
             json({{"type", "reattach"}, {"previous_worker_id", old_worker}, {"reattach_token", old_token}}));
@@ -344,6 +346,77 @@ TEST(WorkerModeTest, RejectedRegistrationExitsWith3) {
   EXPECT_THAT(log, HasSubstr("FUNCTION_NAMESPACE_CONFLICT"));
   EXPECT_THAT(log, HasSubstr("sandbox::exec"));
   EXPECT_THAT(log, HasSubstr("another-iii-sandbox"));
+}
+
+// One host of a fleet (docs/multihost.md): the namespace rides on the
+// register invocation; skiff::host::status and ::has answer the router; a
+// sandbox id chosen by the caller makes a retried create safe.
+TEST(WorkerModeTest, AFleetHostRegistersInItsNamespaceAndAnswersTheRouter) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble eng;
+  Daemon d(kConfig, {"--engine", eng.url(), "--iii-namespace", "skiff.node-1"});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto sent = Registration(eng, 0);
+  ASSERT_FALSE(sent.empty()) << d.Log();
+  EXPECT_EQ(sent.front()["function_id"], "engine::workers::register");
+  EXPECT_EQ(sent.front()["data"]["namespace"], "skiff.node-1") << sent.front().dump();
+  EXPECT_EQ(sent.front()["data"]["name"], "iii-sandbox");
+
+  auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
+    eng.Invoke(inv, fn, data);
+    auto r = eng.WaitResult(inv);
+    EXPECT_TRUE(r) << fn << "\n" << d.Log();
+    return r ? *r : json();
+  };
+  json status = answer("s-1", "skiff::host::status", json::object());
+  ASSERT_TRUE(status.contains("result")) << status.dump();
+  const json& st = status["result"];
+  EXPECT_EQ(st["boot_id"].get<std::string>().size(), 36u) << st.dump();
+  EXPECT_EQ(st["isolation_available"], json::array({"jail"})) << st.dump();
+  EXPECT_EQ(st["max_sandboxes"], 32);
+  EXPECT_EQ(st["sandboxes"], 0);
+
+  const std::string id = "0d9c7e4b-5a61-4f3e-9a2d-1c8b7e6f5a43";
+  json c1 = answer("c-1", "sandbox::create", {{"image", "host"}, {"sandbox_id", id}});
+  ASSERT_TRUE(c1.contains("result")) << c1.dump() << d.Log();
+  EXPECT_EQ(c1["result"]["sandbox_id"], id);
+  // The retry of that create (its answer lost, say) finds the same sandbox.
+  json c2 = answer("c-2", "sandbox::create", {{"image", "host"}, {"sandbox_id", "{" + id + "}"}});
+  ASSERT_TRUE(c2.contains("result")) << c2.dump();
+  EXPECT_EQ(c2["result"]["sandbox_id"], id);
+  json listed = answer("l-1", "sandbox::list", json::object());
+  ASSERT_EQ(listed["result"]["sandboxes"].size(), 1u) << listed.dump();
+  // The same id for something else is refused, and nothing changes.
+  json other = answer("c-3", "sandbox::create", {{"image", "python"}, {"sandbox_id", id}});
+  ASSERT_TRUE(other.contains("error")) << other.dump();
+  EXPECT_EQ(InnerError(other["error"])["code"], "S001") << other.dump();
+  EXPECT_THAT(InnerError(other["error"])["message"].get<std::string>(), HasSubstr("already in use"));
+  json bad = answer("c-4", "sandbox::create", {{"image", "host"}, {"sandbox_id", "not-a-uuid"}});
+  EXPECT_EQ(InnerError(bad["error"])["code"], "S001") << bad.dump();
+
+  json has = answer("h-1", "skiff::host::has", {{"sandbox_id", id}});
+  EXPECT_EQ(has["result"], json({{"sandbox_id", id}, {"has", true}, {"state", "running"}})) << has.dump();
+  json hasnt = answer("h-2", "skiff::host::has", {{"sandbox_id", "11111111-2222-4333-8444-555555555555"}});
+  EXPECT_EQ(hasnt["result"]["has"], false) << hasnt.dump();
+  json st2 = answer("s-2", "skiff::host::status", json::object());
+  EXPECT_EQ(st2["result"]["sandboxes"], 1);
+  EXPECT_EQ(st2["result"]["boot_id"], st["boot_id"]);
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+// A namespace is checked like any setting, and needs worker mode.
+TEST(WorkerModeTest, BadOrUselessNamespacesAreConfigErrors) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Daemon lone(kConfig, {"--iii-namespace", "skiff.node-1"});
+  EXPECT_EQ(lone.exited() ? lone.exit_status() : lone.WaitExit(10s), 2) << lone.Log();
+  EXPECT_THAT(lone.Log(), HasSubstr("needs worker mode"));
+  for (const char* ns : {"default", "skiff/x"}) {
+    Daemon bad(kConfig, {"--engine", "ws://127.0.0.1:1", "--iii-namespace", ns});
+    EXPECT_EQ(bad.exited() ? bad.exit_status() : bad.WaitExit(10s), 2) << ns << "\n" << bad.Log();
+  }
+  Daemon file(std::string(kConfig) + "engine_url: ws://127.0.0.1:1\niii_namespace: 'a b'\n");
+  EXPECT_EQ(file.exited() ? file.exit_status() : file.WaitExit(10s), 2) << file.Log();
+  EXPECT_THAT(file.Log(), HasSubstr("iii_namespace"));
 }
 
 // skiffd links no TLS: a wss:// engine is a configuration error (exit 2),

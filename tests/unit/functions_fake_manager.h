@@ -114,7 +114,10 @@ class FakeSandboxService : public SandboxService {
   std::string microvm_accel() const override { return {}; }
   SandboxStats& stats() override { return stats_; }
   std::vector<PoolStatus> PoolStats() override { return {}; }
+  HostFacts Host() override { return host; }
   void SetCreateObserver(CreateObserver) override {}
+
+  HostFacts host;  // what Host() answers
 
  private:
   SandboxStats stats_;
