@@ -29,6 +29,7 @@ int Main(int argc, char** argv, DaemonMain daemon) {
   app.require_subcommand(1);
   int rc = 0;
   AddServeCommand(app, rc, daemon);
+  AddRouteCommand(app, rc);
   for (AddCommand add : kCommands) add(app, rc);
 
   try {

@@ -14,6 +14,7 @@ void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon);
 void AddRunCommand(CLI::App& app, int& rc);      // run.cc: one sandbox, no daemon
 void AddDoctorCommand(CLI::App& app, int& rc);   // doctor.cc: what this host offers
 void AddVersionCommand(CLI::App& app, int& rc);  // version.cc
+void AddRouteCommand(CLI::App& app, int& rc);    // route.cc: a fleet's router (docs/multihost.md)
 
 // Clients of a daemon.
 void AddCreateCommand(CLI::App& app, int& rc);     // create.cc

@@ -1,0 +1,226 @@
+// A fleet on one machine (docs/multihost.md): the engine double, three jail
+// hosts (`skiff serve --iii-namespace skiff.hN`, each with its own data
+// directory), one router (`skiff route`), and the unmodified iii-sdk as the
+// caller, which knows nothing of hosts. SKIFF_BIN and ENGINE_DOUBLE are set
+// by fleet_run.sh.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, openSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createServer } from 'node:net'
+import { registerWorker } from 'iii-sdk'
+
+const SKIFF = process.env.SKIFF_BIN
+const DOUBLE = process.env.ENGINE_DOUBLE
+const tmp = mkdtempSync(join(tmpdir(), 'skiff-fleet-'))
+const procs = new Set()
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+function freePort () {
+  return new Promise(resolve => {
+    const s = createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)) })
+  })
+}
+
+// A child whose output goes to a log file in tmp; `exited` settles with its status.
+function start (name, argv, env = {}) {
+  const log = join(tmp, `${name}.log`)
+  const fd = openSync(log, 'a')
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } })
+  child.exited = new Promise(resolve => child.on('exit', (code, sig) => resolve(code ?? 128 + (sig === 'SIGKILL' ? 9 : 15))))
+  child.log = () => readFileSync(log, 'utf8')
+  procs.add(child)
+  child.exited.then(() => procs.delete(child))
+  return child
+}
+
+async function waitFor (what, fn, ms = 60000) {
+  const end = Date.now() + ms
+  let last
+  while (Date.now() < end) {
+    try {
+      const v = await fn()
+      if (v) return v
+    } catch (e) { last = e }
+    await sleep(100)
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`)
+}
+
+let engineUrl, iii
+const hosts = {}
+
+async function startHost (name, max = 3) {
+  const port = await freePort()
+  const cfg = join(tmp, `${name}.yaml`)
+  writeFileSync(cfg, `image_allowlist: [host]\nisolation: jail\nmax_concurrent_sandboxes: ${max}\n`)
+  const child = start(name, [SKIFF, 'serve', '--port', String(port), '--config', cfg, '--engine', engineUrl,
+    '--iii-namespace', `skiff.${name}`], { XDG_DATA_HOME: join(tmp, `data-${name}`) })
+  await waitFor(`${name} to listen`, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200)
+  return { child, port, ns: `skiff.${name}` }
+}
+
+function startRouter (name) {
+  return start(name, [SKIFF, 'route', '--engine', engineUrl, '--probe-ms', '200', '--probe-deadline-ms', '1000'])
+}
+
+const call = (function_id, payload, timeoutMs = 120000) => iii.trigger({ function_id, payload, timeoutMs })
+
+async function sError (p) {
+  try {
+    await p
+  } catch (e) {
+    const text = String(e?.message ?? e)
+    const at = text.indexOf('{', text.indexOf('handler error: '))
+    assert.ok(at >= 0, `no S-code object in: ${text}`)
+    return JSON.parse(text.slice(at))
+  }
+  assert.fail('expected an error')
+}
+
+// The hosts the router currently places on: each healthy host answers the catalog.
+async function healthyHosts () {
+  const c = await call('sandbox::catalog::list', {}, 5000)
+  return new Set(c.images.map(i => i.host))
+}
+
+// Sandboxes a host holds, asked directly over its own HTTP API.
+async function onHost (h) {
+  const r = await fetch(`http://127.0.0.1:${h.port}/v1/functions/sandbox::list`, { method: 'POST', body: '{}' })
+  return (await r.json()).sandboxes.map(s => s.sandbox_id)
+}
+
+before(async () => {
+  const dbl = start('engine', [DOUBLE, '--port', '0'])
+  const port = await waitFor('the engine double', () => /listening (\d+)/.exec(dbl.log())?.[1])
+  engineUrl = `ws://127.0.0.1:${port}`
+  for (const n of ['h1', 'h2', 'h3']) hosts[n] = await startHost(n)
+  hosts.router = startRouter('router')
+  iii = registerWorker(engineUrl, { workerName: 'fleet-e2e', enableMetricsReporting: false, invocationTimeoutMs: 120000 })
+  await waitFor('three healthy hosts', async () => (await healthyHosts()).size === 3)
+})
+
+after(async () => {
+  await iii?.shutdown()
+  for (const p of procs) p.kill('SIGTERM')
+  await Promise.all([...procs].map(p => p.exited))
+  if (!process.exitCode) rmSync(tmp, { recursive: true, force: true })
+})
+
+test('creates spread over the hosts and every call reaches its sandbox\'s host', async () => {
+  const made = []
+  for (let i = 0; i < 3; i++) made.push(await call('sandbox::create', { image: 'host' }))
+  assert.deepEqual(new Set(made.map(m => m.host)), new Set(['skiff.h1', 'skiff.h2', 'skiff.h3']))
+  for (const m of made) {
+    const h = Object.values(hosts).find(x => x.ns === m.host)
+    assert.ok((await onHost(h)).includes(m.sandbox_id), `${m.sandbox_id} is not on ${m.host}`)
+    await call('sandbox::fs::write', { sandbox_id: m.sandbox_id, path: '/tmp/who', content: m.host })
+    const x = await call('sandbox::exec', { sandbox_id: m.sandbox_id, cmd: 'cat /tmp/who' })
+    assert.equal(x.stdout, m.host)
+  }
+  const list = await call('sandbox::list', {})
+  assert.equal(list.sandboxes.length, 3)
+  for (const m of made) assert.equal(list.sandboxes.find(s => s.sandbox_id === m.sandbox_id)?.host, m.host)
+  for (const m of made) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  assert.equal((await call('sandbox::list', {})).sandboxes.length, 0)
+  const gone = await sError(call('sandbox::exec', { sandbox_id: made[0].sandbox_id, cmd: 'true' }))
+  assert.equal(gone.code, 'S002')
+})
+
+test('a full fleet answers S400; one free slot anywhere is found', async () => {
+  const made = []
+  for (let i = 0; i < 9; i++) made.push(await call('sandbox::create', { image: 'host' }))
+  const full = await sError(call('sandbox::create', { image: 'host' }))
+  assert.equal(full.code, 'S400')
+  await call('sandbox::stop', { sandbox_id: made[4].sandbox_id, wait: true })
+  // Found once a probe has seen the free slot.
+  const again = await waitFor('a create to find the free slot', async () => {
+    try { return await call('sandbox::create', { image: 'host' }) } catch { return null }
+  }, 20000)
+  assert.equal(again.host, made[4].host)
+  for (const m of [...made.slice(0, 4), ...made.slice(5), again]) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+})
+
+test('a stopped (partitioned) host gets no new sandboxes, and is used again when it answers', async () => {
+  process.kill(hosts.h2.child.pid, 'SIGSTOP')
+  try {
+    await waitFor('h2 to be left out', async () => !(await healthyHosts()).has('skiff.h2'), 20000)
+    const made = []
+    for (let i = 0; i < 4; i++) made.push(await call('sandbox::create', { image: 'host' }))
+    assert.ok(made.every(m => m.host !== 'skiff.h2'), JSON.stringify(made))
+    for (const m of made) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  } finally {
+    process.kill(hosts.h2.child.pid, 'SIGCONT')
+  }
+  await waitFor('h2 to be healthy again', async () => (await healthyHosts()).has('skiff.h2'), 20000)
+})
+
+test('SIGKILL of a host mid-exec: its sandboxes are "host lost", creates avoid it, and it rejoins', async () => {
+  const first = []
+  for (let i = 0; i < 3; i++) first.push(await call('sandbox::create', { image: 'host' }))
+  const mine = first.find(m => m.host === 'skiff.h1')
+  assert.ok(mine, `no sandbox landed on h1: ${JSON.stringify(first)}`)
+  for (const m of first) if (m !== mine) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  const running = sError(call('sandbox::exec', { sandbox_id: mine.sandbox_id, cmd: 'sleep 30' }))
+  await sleep(500)
+  hosts.h1.child.kill('SIGKILL')
+  await hosts.h1.child.exited
+  const cut = await running
+  assert.ok(['S301', 'S300'].includes(cut.code), JSON.stringify(cut))
+  const lost = await sError(call('sandbox::exec', { sandbox_id: mine.sandbox_id, cmd: 'true' }))
+  assert.equal(lost.code, 'S301')
+  assert.match(lost.message, /host lost: .*skiff\.h1/)
+  const unknown = await sError(call('sandbox::exec', { sandbox_id: '11111111-2222-4333-8444-555555555555', cmd: 'true' }))
+  assert.equal(unknown.code, 'S002')
+  const made = []
+  for (let i = 0; i < 3; i++) made.push(await call('sandbox::create', { image: 'host' }))
+  assert.ok(made.every(m => m.host !== 'skiff.h1'))
+  // Back with a new boot: used again; the old sandbox stays lost.
+  hosts.h1 = await startHost('h1')
+  await waitFor('h1 back', async () => (await healthyHosts()).has('skiff.h1'))
+  const after = await sError(call('sandbox::exec', { sandbox_id: mine.sandbox_id, cmd: 'true' }))
+  assert.equal(after.code, 'S301')
+  const onH1 = await call('sandbox::create', { image: 'host' })
+  assert.equal(onH1.host, 'skiff.h1') // the emptiest host
+  for (const m of [...made, onH1]) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  for (const m of ['h1', 'h2', 'h3']) assert.deepEqual(await onHost(hosts[m]), [])
+})
+
+test('two hosts given one namespace: the second is refused and exits 3 saying why', async () => {
+  const port = await freePort()
+  const cfg = join(tmp, 'dup.yaml')
+  writeFileSync(cfg, 'image_allowlist: [host]\nisolation: jail\n')
+  const dup = start('dup', [SKIFF, 'serve', '--port', String(port), '--config', cfg, '--engine', engineUrl,
+    '--iii-namespace', 'skiff.h2'], { XDG_DATA_HOME: join(tmp, 'data-dup') })
+  assert.equal(await dup.exited, 3)
+  assert.match(dup.log(), /WORKER_NAMESPACE_CONFLICT/)
+  assert.match(dup.log(), /skiff\.h2/)
+  assert.match(dup.log(), /--iii-namespace/)
+  assert.equal((await healthyHosts()).size, 3) // the first one is untouched
+})
+
+test('a standby router takes over when the active one goes', async () => {
+  const standby = startRouter('standby')
+  await waitFor('the standby to stand by', () => /standing by/.test(standby.log()), 20000)
+  hosts.router.kill('SIGTERM')
+  assert.equal(await hosts.router.exited, 0)
+  hosts.router = standby
+  await waitFor('the standby to serve', async () => (await healthyHosts()).size === 3, 30000)
+  const m = await call('sandbox::create', { image: 'host' })
+  // A restarted router's cache is empty: it finds the sandbox by asking the hosts.
+  const x = await call('sandbox::exec', { sandbox_id: m.sandbox_id, cmd: 'echo routed' })
+  assert.equal(x.stdout, 'routed\n')
+  await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+})
+
+test('a router refuses an engine that cannot keep namespaces apart (0.22)', async () => {
+  const old = start('engine-0.22', [DOUBLE, '--port', '0', '--legacy-0.22'])
+  const port = await waitFor('the 0.22 double', () => /listening (\d+)/.exec(old.log())?.[1])
+  const r = start('router-0.22', [SKIFF, 'route', '--engine', `ws://127.0.0.1:${port}`, '--probe-ms', '200'])
+  assert.equal(await r.exited, 3)
+  assert.match(r.log(), /0\.23/)
+  old.kill('SIGTERM')
+  await old.exited
+})
