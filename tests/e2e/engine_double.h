@@ -152,7 +152,8 @@ class EngineDouble {
 
   // Sends a text frame on the newest connection (engine → worker).
   void Send(const json& m) { SendTo(-1, m); }
-  // Sends a text frame on connection `conn` (its index; -1 = the newest).
+  // Sends a text frame on connection `conn` (its index; -1 = the newest
+  // worker connection, /otel ones aside).
   void SendTo(int conn, const json& m) {
     boost::asio::post(ioc_, [this, conn, m] {
       if (auto c = ByIndex(conn)) c->Send(m);
@@ -224,8 +225,12 @@ class EngineDouble {
   }
 
   ConnPtr ByIndex(int conn) {
-    if (conns_.empty()) return nullptr;
-    if (conn < 0) return conns_.back();
+    if (conn < 0) {  // the newest worker connection
+      for (auto it = conns_.rbegin(); it != conns_.rend(); ++it) {
+        if (!(*it)->otel) return *it;
+      }
+      return nullptr;
+    }
     for (auto& c : conns_) {
       if (c->index == conn) return c;
     }

@@ -40,11 +40,12 @@ constexpr auto kWait = 20s;  // generous: a missing frame fails the test, not a 
 // A worker or caller connection speaking the engine protocol by hand.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) : ws_(ioc_) {
+  explicit RawClient(uint16_t port, const std::string& path = "/") : ws_(ioc_) {
     beast::get_lowest_layer(ws_).connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-    ws_.handshake("127.0.0.1", "/");
+    ws_.handshake("127.0.0.1", path);
     Read();
     thread_ = std::thread([this] { ioc_.run(); });
+    if (path == "/otel") return;  // telemetry only: never greeted
     auto hello = WaitFor([](const json& m) { return m.value("type", "") == "workerregistered"; });
     if (hello) worker_id_ = (*hello)["worker_id"];
   }
@@ -523,6 +524,35 @@ TEST(EngineDoubleTest, WorkersAvailableTriggerFiresOnConnectAndDisconnect) {
       from);
   ASSERT_TRUE(down);
   EXPECT_EQ((*down)["data"]["worker_id"], id);
+}
+
+TEST(EngineDoubleTest, OtelConnectionIsNotAWorker) {
+  EngineDouble eng;
+  auto router = Host(eng, "router", "", {"fleet::on_worker"});
+  router->Send({{"type", "registertrigger"},
+                {"id", "t1"},
+                {"trigger_type", "engine::workers-available"},
+                {"function_id", "fleet::on_worker"},
+                {"config", json::object()}});
+  router->Send({{"type", "ping"}});
+  ASSERT_TRUE(router->WaitType("pong"));
+  size_t from = router->Got().size();
+  RawClient otel(eng.port(), "/otel");
+  otel.Send(Register("otel::fn"));  // ignored: not a worker connection
+  RawClient worker(eng.port());     // connected after it, so its event comes after any otel one
+  auto up = router->WaitFor(
+      [&](const json& m) {
+        return m.value("type", "") == "invokefunction" &&
+               m["data"].value("worker_id", "") == worker.worker_id();
+      },
+      from);
+  ASSERT_TRUE(up);
+  size_t events = 0;
+  for (size_t i = from; i < router->Got().size(); ++i)
+    events += router->Got()[i].value("type", "") == "invokefunction";
+  EXPECT_EQ(events, 1u);
+  EXPECT_EQ(otel.Count("workerregistered"), 0u);
+  EXPECT_FALSE(eng.FunctionOwners().count({"default", "otel::fn"}));
 }
 
 TEST(EngineDoubleTest, Legacy022LastRegistrantWins) {

@@ -11,6 +11,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <cstdint>
 #include <deque>
@@ -43,13 +44,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start() {
     ws_.read_message_max(64u << 20);
     auto self = shared_from_this();
-    ws_.async_accept([self](boost::beast::error_code ec) {
-      if (ec) return;
-      self->open_ = true;
-      if (self->handlers_.on_open) self->handlers_.on_open(self);
-      self->Read();
-      if (!self->out_.empty() && !self->writing_) self->Write();
-    });
+    // The upgrade request first, for its path: the SDKs open a second
+    // WebSocket on /otel for telemetry only, which the engine serves apart
+    // (workers/worker/mod.rs route "/otel" → mod.rs handle_otel) and never
+    // counts as a worker.
+    boost::beast::http::async_read(boost::beast::get_lowest_layer(ws_), in_, req_,
+                                   [self](boost::beast::error_code ec, size_t) {
+                                     if (ec) return;
+                                     self->otel = self->req_.target().starts_with("/otel");
+                                     self->ws_.async_accept(self->req_, [self](boost::beast::error_code ec) {
+                                       if (ec) return;
+                                       self->open_ = true;
+                                       if (!self->otel && self->handlers_.on_open)
+                                         self->handlers_.on_open(self);
+                                       self->Read();
+                                       if (!self->out_.empty() && !self->writing_) self->Write();
+                                     });
+                                   });
   }
 
   // Queues a text frame; frames go out in the order they were queued.
@@ -76,6 +87,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // --- per-worker state the engine keeps (read and written by the double).
   boost::asio::steady_timer grace;  // mod.rs begin_namespace_resolution
   const int index;                  // 0, 1, … in accept order
+  bool otel = false;                // a telemetry connection, not a worker
   std::string worker_id, reattach_token, ip_address;
   uint64_t connected_at_ms = 0;
   // Namespace resolution (mod.rs NamespaceState): until `resolved`, the
@@ -97,13 +109,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
         self->open_ = false;
         if (!self->closed_) {
           self->closed_ = true;
-          if (self->handlers_.on_close) self->handlers_.on_close(self);
+          if (!self->otel && self->handlers_.on_close) self->handlers_.on_close(self);
         }
         return;
       }
       std::string s = boost::beast::buffers_to_string(self->in_.data());
       self->in_.consume(self->in_.size());
-      if (self->handlers_.on_frame) self->handlers_.on_frame(self, s);
+      if (!self->otel && self->handlers_.on_frame) self->handlers_.on_frame(self, s);
       self->Read();
     });
   }
@@ -133,6 +145,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::beast::flat_buffer in_;
+  boost::beast::http::request<boost::beast::http::string_body> req_;
   std::deque<std::string> out_;
   bool writing_ = false, open_ = false, closing_ = false, closed_ = false;
   Handlers handlers_;
