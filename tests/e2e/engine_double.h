@@ -253,16 +253,24 @@ class EngineDouble {
   }
   // protocol.rs: invocation ids are `Uuid`; a frame whose id is not one does
   // not decode, and the engine only logs "json decode error" (handle_worker).
-  static bool IsUuid(const json& id) {
-    if (!id.is_string()) return false;
-    std::string s = id;
-    if (s.size() == 32) return s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
-    if (s.size() != 36) return false;
+  // A decoded id goes back out in the Uuid's own form: lowercase, hyphenated.
+  // Returns null when `id` is not a UUID (simple or hyphenated form).
+  static json CanonicalUuid(const json& id) {
+    if (!id.is_string()) return json();
+    std::string hex;
+    const std::string& s = id.get_ref<const std::string&>();
     for (size_t i = 0; i < s.size(); ++i) {
-      bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-      if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+      bool dash = s.size() == 36 && (i == 8 || i == 13 || i == 18 || i == 23);
+      if (dash) {
+        if (s[i] != '-') return json();
+        continue;
+      }
+      if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return json();
+      hex += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
     }
-    return true;
+    if (hex.size() != 32 || (s.size() != 32 && s.size() != 36)) return json();
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) +
+           "-" + hex.substr(20);
   }
   static uint64_t NowMs() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -441,8 +449,8 @@ class EngineDouble {
   // (worker_connections/traits.rs) forwards it.
   void InvokeFunction(const ConnPtr& c, const json& m) {
     json inv = m.contains("invocation_id") ? m["invocation_id"] : json();
-    if ((!inv.is_null() && !IsUuid(inv)) || !m.contains("function_id") || !m["function_id"].is_string())
-      return;
+    if (!inv.is_null() && (inv = CanonicalUuid(inv)).is_null()) return;  // does not decode
+    if (!m.contains("function_id") || !m["function_id"].is_string()) return;
     const std::string fn = m["function_id"];
     const bool legacy = registry_.legacy();
     json ns_field = legacy ? json() : m.value("namespace", json());
@@ -525,8 +533,8 @@ class EngineDouble {
   // mod.rs InvocationResult: the pending call is looked up by id and its
   // caller answered with the caller's own invocation id and function id.
   void InvocationResult(const ConnPtr& c, const json& m) {
-    json inv = m.value("invocation_id", json());
-    if (!IsUuid(inv)) return;  // does not decode
+    json inv = CanonicalUuid(m.value("invocation_id", json()));
+    if (inv.is_null()) return;  // does not decode
     const std::string key = inv;
     c->invocations.erase(key);
     auto it = pending_.find(key);

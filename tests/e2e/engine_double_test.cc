@@ -291,6 +291,19 @@ TEST(EngineDoubleTest, NamespacesKeepSameIdsApartAndRouteByNamespace) {
                           "namespace(s): skiff.a, skiff.b."}}}}));
 }
 
+TEST(EngineDoubleTest, InvocationIdsAreUuids) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  // Not a UUID: the engine cannot decode the frame and drops it.
+  caller.Send(Call("call-1", "state::get", {{"scope", "s"}, {"key", "k"}}));
+  // A UUID in another form comes back in the Uuid's own: lowercase, hyphenated.
+  caller.Send(Call("0123456789ABCDEF0123456789ABCDEF", "state::get", {{"scope", "s"}, {"key", "k"}}));
+  auto r = caller.WaitType("invocationresult");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["invocation_id"], "01234567-89ab-cdef-0123-456789abcdef");
+  EXPECT_EQ(caller.Count("invocationresult"), 1u);
+}
+
 TEST(EngineDoubleTest, UnknownFunctionAnswersTheEnginesError) {
   EngineDouble eng;
   RawClient caller(eng.port());
