@@ -590,7 +590,8 @@ class EngineDouble {
         r.connected_at_ms = w->connected_at_ms;
         rows.push_back(std::move(r));
       }
-      return engine_double::BuiltinAnswer{engine_double::WorkersList(rows, data), std::nullopt};
+      return engine_double::BuiltinAnswer{engine_double::WorkersList(rows, data, registry_.legacy()),
+                                          std::nullopt};
     }
     return state_.Call(fn, data);
   }

@@ -92,7 +92,10 @@ struct WorkerRow {
 // engine::workers::register are listed (list_worker_summaries skips the
 // rest), filtered by the optional runtime / status / search (name substring,
 // case-insensitive) of the input.
-inline nlohmann::json WorkersList(const std::vector<WorkerRow>& rows, const nlohmann::json& in) {
+// `legacy`: as up to 0.22, whose WorkerSummary had no namespace field (it
+// came with the namespaces, engine/src/workers/engine_fn/mod.rs).
+inline nlohmann::json WorkersList(const std::vector<WorkerRow>& rows, const nlohmann::json& in,
+                                  bool legacy = false) {
   using json = nlohmann::json;
   auto lower = [](std::string s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -114,19 +117,21 @@ inline nlohmann::json WorkersList(const std::vector<WorkerRow>& rows, const nloh
       std::string name = w.name.is_string() ? w.name.get<std::string>() : "";
       if (lower(name).find(lower(in["search"])) == std::string::npos) continue;
     }
-    out.push_back({{"name", w.name},
-                   {"description", w.description},
-                   {"version", w.version},
-                   {"id", w.id},
-                   {"namespace", w.ns},
-                   {"runtime", w.runtime},
-                   {"os", w.os},
-                   {"status", "connected"},
-                   {"function_count", w.function_count},
-                   {"connected_at_ms", w.connected_at_ms},
-                   {"active_invocations", w.active_invocations},
-                   {"isolation", w.isolation},
-                   {"ip_address", w.ip_address}});
+    json row = {{"name", w.name},
+                {"description", w.description},
+                {"version", w.version},
+                {"id", w.id},
+                {"namespace", w.ns},
+                {"runtime", w.runtime},
+                {"os", w.os},
+                {"status", "connected"},
+                {"function_count", w.function_count},
+                {"connected_at_ms", w.connected_at_ms},
+                {"active_invocations", w.active_invocations},
+                {"isolation", w.isolation},
+                {"ip_address", w.ip_address}};
+    if (legacy) row.erase("namespace");
+    out.push_back(std::move(row));
   }
   return json{{"workers", out}};
 }
