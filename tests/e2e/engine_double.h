@@ -1,28 +1,55 @@
-// A test double of the iii engine, written from the message shapes of the
-// skiff spec (docs/architecture.md#transports-and-their-limits,
-// docs/architecture.md#transports-and-their-limits) and checked against what the iii-sdk (npm, the version
-// pinned in tests/e2e/node) sends and accepts. It is not the iii engine: it only accepts worker connections
-// on "/", greets each with `workerregistered`, records every frame the worker sends, lets a test push engine
-// → worker frames (`invokefunction`, `ping`, …), and can reject a function registration or drop connection
-// attempts to simulate an engine that is restarting.
+// A test double of the iii engine: what a skiff fleet relies on, each rule
+// copied from the engine's source and named after it (engine/src/… in the
+// iii repository at v0.23.0-rc.4; "0.22" means the iii/v0.22.1-rc.2 tag).
+// It is not the iii engine. It serves workers on "/":
+//  - greets each connection with `workerregistered` (mod.rs handle_worker);
+//  - keeps a namespaced function registry with owner leases (registry.h):
+//    a connection's namespace comes from its engine::workers::register call,
+//    registrations sent before it are held until then or, after the grace,
+//    filed under `default`; FUNCTION_NAMESPACE_CONFLICT refuses one function,
+//    WORKER_NAMESPACE_CONFLICT refuses the worker and closes it; a worker's
+//    functions and leases go when it disconnects;
+//  - routes `invokefunction` from any connection to the worker owning the id
+//    in the named namespace and relays its `invocationresult` back, and
+//    answers function_not_found / invocation_stopped like the engine;
+//  - serves engine::workers::register / list, state::set / get / delete and
+//    the engine::workers-available trigger itself (builtins.h);
+//  - with `legacy_0_22`, behaves as the engine up to 0.22: no namespaces, the
+//    last registrant of an id silently replaces the first.
+// Tests also see every frame a worker sent (received / WaitFor), can push
+// engine → worker frames, reject one function id, or drop the first
+// connection attempts to simulate an engine that is restarting.
+//
+// Differences from the engine a fleet should know: worker ids and reattach
+// tokens are "worker-N" / "token-N" (the engine uses UUIDs; nothing may parse
+// them), RBAC, HTTP-invocation functions, queues (action enqueue), channels,
+// services and every other trigger type are not served.
 #pragma once
 
 #include <fcntl.h>
 
+// Boost.Asio's headers use std::exchange without including <utility>.
+#include <utility>
+
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
+#include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "engine_double/builtins.h"
+#include "engine_double/connection.h"
+#include "engine_double/registry.h"
 
 namespace skiff::e2e {
 
@@ -30,6 +57,11 @@ struct EngineDoubleOptions {
   uint16_t port = 0;               // 0 = any free loopback port
   int drop_first = 0;              // close this many TCP connections at once
   std::string reject_function_id;  // answer its registerfunction with registrationrejected
+  bool legacy_0_22 = false;        // no namespaces; last registrant of an id wins
+  // mod.rs REGISTRATION_NAMESPACE_GRACE (5 s): how long registrations wait for
+  // engine::workers::register before they are filed under `default`.
+  std::chrono::milliseconds namespace_grace{5000};
+  std::string address = "127.0.0.1";  // where to listen
 };
 
 class EngineDouble {
@@ -45,9 +77,9 @@ class EngineDouble {
   using Options = EngineDoubleOptions;
 
   EngineDouble() : EngineDouble(Options()) {}
-  explicit EngineDouble(Options o) : opt_(std::move(o)), acceptor_(ioc_) {
+  explicit EngineDouble(Options o) : opt_(std::move(o)), acceptor_(ioc_), registry_(opt_.legacy_0_22) {
     namespace net = boost::asio;
-    net::ip::tcp::endpoint ep(net::ip::make_address("127.0.0.1"), opt_.port);
+    net::ip::tcp::endpoint ep(net::ip::make_address(opt_.address), opt_.port);
     acceptor_.open(ep.protocol());
     // The daemon under test is forked later: it must not inherit the listener.
     ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
@@ -64,7 +96,7 @@ class EngineDouble {
     boost::asio::post(ioc_, [this] {
       boost::beast::error_code ec;
       acceptor_.close(ec);
-      for (auto& c : conns_) boost::beast::get_lowest_layer(c->ws).socket().close(ec);
+      for (auto& c : conns_) c->Abort();
       ioc_.stop();
     });
     thread_.join();
@@ -119,91 +151,132 @@ class EngineDouble {
   }
 
   // Sends a text frame on the newest connection (engine → worker).
-  void Send(const json& m) {
-    boost::asio::post(ioc_, [this, s = m.dump()]() mutable {
-      if (!conns_.empty()) conns_.back()->Send(std::move(s));
+  void Send(const json& m) { SendTo(-1, m); }
+  // Sends a text frame on connection `conn` (its index; -1 = the newest
+  // worker connection, /otel ones aside).
+  void SendTo(int conn, const json& m) {
+    boost::asio::post(ioc_, [this, conn, m] {
+      if (auto c = ByIndex(conn)) c->Send(m);
     });
   }
   // engine → worker invokefunction, in the shape the iii engine forwards
   // a caller's trigger (the caller's id rides in data._caller_worker_id).
   void Invoke(const json& invocation_id, const std::string& function_id, json data) {
+    InvokeOn(-1, invocation_id, function_id, std::move(data));
+  }
+  void InvokeOn(int conn, const json& invocation_id, const std::string& function_id, json data) {
     data["_caller_worker_id"] = "caller-worker";
-    Send({{"type", "invokefunction"},
-          {"invocation_id", invocation_id},
-          {"function_id", function_id},
-          {"data", std::move(data)},
-          {"metadata", nullptr},
-          {"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
-          {"baggage", ""}});
+    SendTo(conn, {{"type", "invokefunction"},
+                  {"invocation_id", invocation_id},
+                  {"function_id", function_id},
+                  {"data", std::move(data)},
+                  {"metadata", nullptr},
+                  {"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+                  {"baggage", ""}});
+  }
+
+  // The worker id the double gave connection `conn` ("worker-N").
+  static std::string WorkerId(int conn) { return "worker-" + std::to_string(conn); }
+
+  // Every registered function: (namespace, id) → owning worker id.
+  std::map<std::pair<std::string, std::string>, std::string> FunctionOwners() {
+    return OnLoop([this] { return registry_.Owners(); });
+  }
+  // The namespace connection `conn` resolved to, or nullopt while its
+  // registrations are still held (or it is unknown).
+  std::optional<std::string> ConnectionNamespace(int conn) {
+    return OnLoop([this, conn]() -> std::optional<std::string> {
+      auto c = ByIndex(conn);
+      if (!c || !c->resolved) return std::nullopt;
+      return c->ns;
+    });
+  }
+  // Whether connection `conn` is still connected (its cleanup has not run).
+  bool Connected(int conn) {
+    return OnLoop([this, conn] {
+      auto c = ByIndex(conn);
+      return c && !c->cleaned;
+    });
   }
 
  private:
-  struct Conn : std::enable_shared_from_this<Conn> {
-    Conn(EngineDouble& e, boost::asio::ip::tcp::socket s, int i) : eng(e), ws(std::move(s)), index(i) {}
-    EngineDouble& eng;
-    boost::beast::websocket::stream<boost::beast::tcp_stream> ws;
-    boost::beast::flat_buffer in;
-    std::deque<std::string> out;
-    bool writing = false, open = false;
-    int index;
+  using Conn = engine_double::Connection;
+  using ConnPtr = Conn::Ptr;
 
-    void Start() {
-      ws.read_message_max(64u << 20);
-      auto self = shared_from_this();
-      ws.async_accept([self](boost::beast::error_code ec) {
-        if (ec) return;
-        self->open = true;
-        self->Send(json{{"type", "workerregistered"},
-                        {"worker_id", "worker-" + std::to_string(self->index)},
-                        {"reattach_token", "token-" + std::to_string(self->index)}}
-                       .dump());
-        self->Read();
-      });
-    }
-    void Read() {
-      auto self = shared_from_this();
-      ws.async_read(in, [self](boost::beast::error_code ec, size_t) {
-        if (ec) return;
-        std::string s = boost::beast::buffers_to_string(self->in.data());
-        self->in.consume(self->in.size());
-        json m = json::parse(s, nullptr, false);
-        self->eng.Record(self->index, m);
-        if (m.is_object() && m.value("type", "") == "registerfunction" &&
-            !self->eng.opt_.reject_function_id.empty() &&
-            m.value("id", "") == self->eng.opt_.reject_function_id) {
-          self->Send(json{{"type", "registrationrejected"},
-                          {"code", "FUNCTION_NAMESPACE_CONFLICT"},
-                          {"namespace", "default"},
-                          {"function_id", m["id"]},
-                          {"owner_worker_id", "another-iii-sandbox"}}
-                         .dump());
-        }
-        self->Read();
-      });
-    }
-    void Send(std::string s) {
-      out.push_back(std::move(s));
-      if (!writing && open) Write();
-    }
-    void Write() {
-      if (out.empty()) {
-        writing = false;
-        return;
-      }
-      writing = true;
-      ws.text(true);
-      auto self = shared_from_this();
-      ws.async_write(boost::asio::buffer(out.front()), [self](boost::beast::error_code ec, size_t) {
-        self->out.pop_front();
-        if (ec) {
-          self->out.clear();
-          self->writing = false;
-          return;
-        }
-        self->Write();
-      });
-    }
+  // A call routed to a worker and not answered yet (invocation/mod.rs
+  // InvocationHandler, keyed by the forwarded invocation id).
+  struct Pending {
+    std::weak_ptr<Conn> caller;
+    json caller_invocation_id;  // null: a void call, nobody gets a result
+    std::string function_id;
+    std::weak_ptr<Conn> target;
   };
+  // A registertrigger of engine::workers-available (engine_fn/mod.rs).
+  struct Trigger {
+    std::string id, function_id, ns, owner;
+  };
+
+  template <class F>
+  auto OnLoop(F f) -> decltype(f()) {
+    std::promise<decltype(f())> p;
+    auto fut = p.get_future();
+    boost::asio::post(ioc_, [&] { p.set_value(f()); });
+    return fut.get();
+  }
+
+  ConnPtr ByIndex(int conn) {
+    if (conn < 0) {  // the newest worker connection
+      for (auto it = conns_.rbegin(); it != conns_.rend(); ++it) {
+        if (!(*it)->otel) return *it;
+      }
+      return nullptr;
+    }
+    for (auto& c : conns_) {
+      if (c->index == conn) return c;
+    }
+    return nullptr;
+  }
+  bool IsLive(const std::string& worker_id) const {
+    auto it = live_.find(worker_id);
+    return it != live_.end() && !it->second->cleaned;
+  }
+  engine_double::Registry::IsLive Live() {
+    return [this](const std::string& w) { return IsLive(w); };
+  }
+  std::string NewUuid() {
+    std::uniform_int_distribution<int> d(0, 15);
+    std::string s = "xxxxxxxx-xxxx-4xxx-8xxx-xxxxxxxxxxxx";
+    for (auto& ch : s) {
+      if (ch == 'x') ch = "0123456789abcdef"[d(rng_)];
+    }
+    return s;
+  }
+  // protocol.rs: invocation ids are `Uuid`; a frame whose id is not one does
+  // not decode, and the engine only logs "json decode error" (handle_worker).
+  // A decoded id goes back out in the Uuid's own form: lowercase, hyphenated.
+  // Returns null when `id` is not a UUID (simple or hyphenated form).
+  static json CanonicalUuid(const json& id) {
+    if (!id.is_string()) return json();
+    std::string hex;
+    const std::string& s = id.get_ref<const std::string&>();
+    for (size_t i = 0; i < s.size(); ++i) {
+      bool dash = s.size() == 36 && (i == 8 || i == 13 || i == 18 || i == 23);
+      if (dash) {
+        if (s[i] != '-') return json();
+        continue;
+      }
+      if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return json();
+      hex += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
+    }
+    if (hex.size() != 32 || (s.size() != 32 && s.size() != 36)) return json();
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) +
+           "-" + hex.substr(20);
+  }
+  static uint64_t NowMs() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  }
 
   void Record(int conn, json m) {
     {
@@ -229,7 +302,11 @@ class EngineDouble {
         boost::beast::error_code ignored;
         s.close(ignored);
       } else {
-        auto c = std::make_shared<Conn>(*this, std::move(s), index);
+        Conn::Handlers h;
+        h.on_open = [this](const ConnPtr& c) { OnOpen(c); };
+        h.on_frame = [this](const ConnPtr& c, const std::string& s) { OnFrame(c, s); };
+        h.on_close = [this](const ConnPtr& c) { Cleanup(c); };
+        auto c = std::make_shared<Conn>(std::move(s), index, std::move(h));
         conns_.push_back(c);
         c->Start();
       }
@@ -237,12 +314,405 @@ class EngineDouble {
     });
   }
 
+  // mod.rs handle_worker: register the connection, start namespace
+  // resolution (begin_namespace_resolution arms the grace timer), send
+  // WorkerRegistered, fire engine::workers-available {worker_connected}.
+  void OnOpen(const ConnPtr& c) {
+    c->worker_id = WorkerId(c->index);
+    c->reattach_token = "token-" + std::to_string(c->index);
+    c->connected_at_ms = NowMs();
+    live_[c->worker_id] = c;
+    if (opt_.legacy_0_22) {
+      c->resolved = true;  // 0.22 had no namespaces: registrations apply at once
+    } else {
+      c->grace.expires_after(opt_.namespace_grace);
+      std::weak_ptr<Conn> w = c;
+      c->grace.async_wait([this, w](boost::beast::error_code ec) {
+        auto c = w.lock();
+        if (ec || !c || c->cleaned || c->resolved) return;
+        ResolveNamespace(c, engine_double::kDefaultNamespace);
+      });
+    }
+    c->Send(json{
+        {"type", "workerregistered"}, {"worker_id", c->worker_id}, {"reattach_token", c->reattach_token}});
+    FireWorkersAvailable("worker_connected", c->worker_id);
+  }
+
+  void OnFrame(const ConnPtr& c, const std::string& s) {
+    json m = json::parse(s, nullptr, false);
+    Record(c->index, m);
+    if (!m.is_object() || !m.contains("type") || !m["type"].is_string() || c->cleaned) return;
+    // mod.rs is_namespaced_registration / buffer_until_namespace_known: until
+    // the namespace is known these wait, in arrival order.
+    static const std::set<std::string> kHeld = {"registerfunction",   "registerservice",
+                                                "unregisterfunction", "registertrigger",
+                                                "unregistertrigger",  "registertriggertype"};
+    if (!c->resolved && kHeld.count(m["type"].get<std::string>())) {
+      c->held.push_back(std::move(m));
+      return;
+    }
+    Dispatch(c, m);
+  }
+
+  // mod.rs resolve_connection_namespace: pin the namespace, then apply what
+  // was held, in arrival order.
+  void ResolveNamespace(const ConnPtr& c, const std::string& ns) {
+    if (c->resolved) return;
+    c->ns = ns;
+    c->resolved = true;
+    c->grace.cancel();  // cancel_namespace_grace_timer
+    while (!c->held.empty() && !c->cleaned) {
+      json m = std::move(c->held.front());
+      c->held.pop_front();
+      Dispatch(c, m);
+    }
+  }
+
+  // mod.rs dispatch_msg.
+  void Dispatch(const ConnPtr& c, const json& m) {
+    const std::string type = m["type"];
+    if (type == "registerfunction") return RegisterFunction(c, m);
+    if (type == "unregisterfunction") {
+      // UnregisterFunction: release only while it still owns the id.
+      if (!m.contains("id") || !m["id"].is_string()) return;
+      c->functions.erase(m["id"].get<std::string>());
+      registry_.ReleaseFunction(c->ns, m["id"], c->worker_id);
+      return;
+    }
+    if (type == "invokefunction") return InvokeFunction(c, m);
+    if (type == "invocationresult") return InvocationResult(c, m);
+    if (type == "registertrigger") return RegisterTrigger(c, m);
+    if (type == "unregistertrigger") {
+      std::erase_if(triggers_, [&](const Trigger& t) { return t.id == m.value("id", json()); });
+      return;
+    }
+    if (type == "reattach") return Reattach(c, m);
+    if (type == "ping") return c->Send(json{{"type", "pong"}});
+  }
+
+  void RegisterFunction(const ConnPtr& c, const json& m) {
+    if (!m.contains("id") || !m["id"].is_string()) return;  // does not decode
+    const std::string id = m["id"];
+    if (!opt_.reject_function_id.empty() && id == opt_.reject_function_id) {
+      c->Send(json{{"type", "registrationrejected"},
+                   {"code", engine_double::kFunctionConflict},
+                   {"namespace", c->ns},
+                   {"function_id", id},
+                   {"owner_worker_id", "another-iii-sandbox"}});
+      return;
+    }
+    // mod.rs RegisterFunction: `engine::*` is reserved outside `default`,
+    // refused with the conflict shape and an empty owner.
+    if (!registry_.legacy() && id.rfind("engine::", 0) == 0 && c->ns != engine_double::kDefaultNamespace) {
+      c->Send(Rejected(engine_double::kFunctionConflict, c->ns, id, ""));
+      return;
+    }
+    engine_double::RegisteredFunction f;
+    f.description = m.value("description", json());
+    f.request_format = m.value("request_format", json());
+    f.response_format = m.value("response_format", json());
+    f.metadata = m.value("metadata", json());
+    // claim_function; on conflict only this registration is refused, the
+    // connection stays (RegistrationRejected with function_id, no worker_name).
+    if (auto owner = registry_.ClaimFunction(c->ns, id, c->worker_id, std::move(f), Live())) {
+      c->Send(Rejected(engine_double::kFunctionConflict, c->ns, id, *owner));
+      return;
+    }
+    c->functions.insert(id);
+  }
+
+  // protocol.rs RegistrationRejected: worker_name / function_id are left out
+  // when absent (skip_serializing_if).
+  static json Rejected(const std::string& code, const std::string& ns, const std::string& function_id,
+                       const std::string& owner, const std::string& worker_name = "") {
+    json r{{"type", "registrationrejected"}, {"code", code}, {"namespace", ns}};
+    if (!worker_name.empty()) r["worker_name"] = worker_name;
+    if (!function_id.empty()) r["function_id"] = function_id;
+    r["owner_worker_id"] = owner;
+    return r;
+  }
+
+  // protocol.rs InvocationResult: result / error omitted when absent.
+  static json Result(const json& invocation_id, const std::string& function_id,
+                     const std::optional<json>& result, const std::optional<json>& error) {
+    json r{{"type", "invocationresult"}, {"invocation_id", invocation_id}, {"function_id", function_id}};
+    if (error) {
+      r["error"] = *error;
+    } else if (result && !result->is_null()) {
+      r["result"] = *result;
+    }
+    return r;
+  }
+
+  // mod.rs InvokeFunction → spawn_invoke_function → remember_invocation →
+  // resolve_function, then the owner's WorkerConnection::handle_function
+  // (worker_connections/traits.rs) forwards it.
+  void InvokeFunction(const ConnPtr& c, const json& m) {
+    json inv = m.contains("invocation_id") ? m["invocation_id"] : json();
+    if (!inv.is_null() && (inv = CanonicalUuid(inv)).is_null()) return;  // does not decode
+    if (!m.contains("function_id") || !m["function_id"].is_string()) return;
+    const std::string fn = m["function_id"];
+    const bool legacy = registry_.legacy();
+    json ns_field = legacy ? json() : m.value("namespace", json());
+    if (!ns_field.is_null() && !ns_field.is_string()) return;  // does not decode
+    if (engine_double::IsBlankNamespace(ns_field)) {
+      // A blank namespace is answered, not resolved (blank_namespace_message).
+      if (!inv.is_null()) {
+        c->Send(
+            Result(inv, fn, std::nullopt,
+                   engine_double::ErrorBody(engine_double::kInvalidNamespace,
+                                            "`namespace` is empty: it was named and left blank. Give it a "
+                                            "name, or omit it to use `default`.")));
+      }
+      return;
+    }
+    const std::string ns =
+        ns_field.is_string() ? ns_field.get<std::string>() : engine_double::kDefaultNamespace;
+    // action void: invoked, but never answered (invocation_id forced to None).
+    json action = m.value("action", json());
+    const std::string action_type = action.is_object() ? action.value("type", "") : "";
+    if (action_type == "void") inv = json();
+    if (action_type == "enqueue") {
+      // Enqueue routes through engine::queue::enqueue, which the double does
+      // not serve: the engine's missing-provider answer.
+      if (!inv.is_null()) {
+        c->Send(Result(inv, fn, std::nullopt,
+                       engine_double::ErrorBody(
+                           "enqueue_error",
+                           "No queue provider is installed. `TriggerAction::Enqueue` routes through the "
+                           "`engine::queue::enqueue` provider, which the standalone queue worker registers. "
+                           "Add it with `iii worker add queue`. (underlying: Function engine::queue::enqueue "
+                           "not found in namespace default)")));
+      }
+      return;
+    }
+    // The caller's id rides along in the data (spawn_invoke_function).
+    json data = m.contains("data") ? m["data"] : json();
+    if (data.is_object()) data["_caller_worker_id"] = c->worker_id;
+
+    if (const auto* f = registry_.Find(ns, fn)) {
+      auto target = live_.count(f->owner) ? live_[f->owner] : nullptr;
+      if (target && !target->cleaned) {
+        // handle_invocation: the caller's id is reused, a void call gets a
+        // fresh one; both ends track it so a disconnect can halt it.
+        json fwd_id = inv.is_null() ? json(NewUuid()) : inv;
+        const std::string key = fwd_id.get<std::string>();
+        pending_[key] = Pending{c, inv, fn, target};
+        if (!inv.is_null()) c->invocations.insert(key);
+        target->invocations.insert(key);
+        json out{{"type", "invokefunction"}, {"invocation_id", fwd_id}, {"function_id", fn}, {"data", data}};
+        for (const char* k : {"traceparent", "baggage", "metadata"}) {
+          if (m.contains(k) && !m[k].is_null()) out[k] = m[k];
+        }
+        target->Send(out);
+        return;
+      }
+    }
+    // Builtins live in `default` (in-process engine workers).
+    if (ns == engine_double::kDefaultNamespace) {
+      if (auto a = Builtin(c, fn, data)) {
+        if (!inv.is_null()) c->Send(Result(inv, fn, a->result, a->error));
+        return;
+      }
+    }
+    if (inv.is_null()) return;
+    // resolve_function's miss; 0.22 said only "Function X not found".
+    std::string message = "Function " + fn + " not found";
+    if (!legacy) {
+      message += " in namespace " + ns + ".";
+      auto known = registry_.NamespacesFor(fn);
+      if (!known.empty()) {
+        message += " It is registered in namespace(s): ";
+        for (size_t i = 0; i < known.size(); ++i) message += (i ? ", " : "") + known[i];
+        message += ".";
+      }
+    }
+    c->Send(Result(inv, fn, std::nullopt, engine_double::ErrorBody("function_not_found", message)));
+  }
+
+  // mod.rs InvocationResult: the pending call is looked up by id and its
+  // caller answered with the caller's own invocation id and function id.
+  void InvocationResult(const ConnPtr& c, const json& m) {
+    json inv = CanonicalUuid(m.value("invocation_id", json()));
+    if (inv.is_null()) return;  // does not decode
+    const std::string key = inv;
+    c->invocations.erase(key);
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return;  // caller already gone: dropped
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    auto caller = p.caller.lock();
+    if (!caller) return;
+    caller->invocations.erase(key);
+    if (p.caller_invocation_id.is_null() || caller->cleaned) return;
+    std::optional<json> error, result;
+    if (m.contains("error") && !m["error"].is_null()) error = m["error"];
+    if (m.contains("result")) result = m["result"];
+    caller->Send(Result(p.caller_invocation_id, p.function_id, result, error));
+  }
+
+  // invocation/mod.rs halt_invocation: the caller gets invocation_stopped.
+  void Halt(const std::string& key) {
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    if (auto t = p.target.lock()) t->invocations.erase(key);
+    auto caller = p.caller.lock();
+    if (!caller) return;
+    caller->invocations.erase(key);
+    if (p.caller_invocation_id.is_null() || caller->cleaned) return;
+    caller->Send(Result(p.caller_invocation_id, p.function_id, std::nullopt,
+                        engine_double::ErrorBody("invocation_stopped", "Invocation stopped")));
+  }
+
+  // Functions the engine serves itself; nullopt when `fn` is none of them.
+  std::optional<engine_double::BuiltinAnswer> Builtin(const ConnPtr& c, const std::string& fn,
+                                                      const json& data) {
+    if (fn == "engine::workers::register") return RegisterWorker(c, data);
+    if (fn == "engine::workers::list") {
+      std::vector<engine_double::WorkerRow> rows;
+      for (auto& w : conns_) {
+        if (w->cleaned || w->worker_id.empty()) continue;
+        engine_double::WorkerRow r;
+        r.id = w->worker_id;
+        r.ns = w->ns;  // worker_registry.get_namespace: default until declared
+        r.name = w->metadata.value("name", json());
+        r.description = w->metadata.value("description", json());
+        r.version = w->metadata.value("version", json());
+        r.runtime = w->metadata.value("runtime", json());
+        r.os = w->metadata.value("os", json());
+        r.isolation = w->metadata.value("isolation", json());
+        r.pid = w->metadata.value("pid", json());
+        r.ip_address = w->ip_address;
+        r.function_count = w->functions.size();
+        r.active_invocations = w->invocations.size();
+        r.connected_at_ms = w->connected_at_ms;
+        rows.push_back(std::move(r));
+      }
+      return engine_double::BuiltinAnswer{engine_double::WorkersList(rows, data, registry_.legacy()),
+                                          std::nullopt};
+    }
+    return state_.Call(fn, data);
+  }
+
+  // engine_fn/mod.rs register_worker.
+  engine_double::BuiltinAnswer RegisterWorker(const ConnPtr& c, const json& data) {
+    const bool legacy = registry_.legacy();
+    json ns_field = legacy || !data.is_object() ? json() : data.value("namespace", json());
+    if (engine_double::IsBlankNamespace(ns_field)) {
+      std::string name =
+          data.value("name", json()).is_string() ? data["name"].get<std::string>() : "<unnamed>";
+      return {std::nullopt,
+              engine_double::ErrorBody(engine_double::kInvalidNamespace,
+                                       "namespace is empty: worker '" + name + "' declared \"" +
+                                           ns_field.get<std::string>() +
+                                           "\". Give it a name, or omit the field to register in "
+                                           "'default'.")};
+    }
+    // A namespace already fixed (by the grace timer) wins over a late declaration.
+    std::string ns = ns_field.is_string() ? ns_field.get<std::string>() : engine_double::kDefaultNamespace;
+    if (c->resolved && !legacy) ns = c->ns;
+    std::string name =
+        data.is_object() && data.value("name", json()).is_string() ? data["name"].get<std::string>() : "";
+    if (!name.empty()) {
+      if (auto owner = registry_.ClaimWorkerName(ns, name, c->worker_id, Live())) {
+        // Fatal: reject_worker_registration tells the loser, then closes it;
+        // nothing of it is registered.
+        c->grace.cancel();
+        c->Send(Rejected(engine_double::kWorkerConflict, ns, "", *owner, name));
+        c->CloseAfterFlush();
+        return {json{{"success", false}}, std::nullopt};
+      }
+      if (!legacy) c->name_lease = name;
+    }
+    if (data.is_object()) {
+      for (const char* k : {"name", "description", "version", "runtime", "os", "isolation", "pid"}) {
+        if (data.contains(k) && !data[k].is_null()) c->metadata[k] = data[k];
+      }
+      // register_worker_metadata: runtime defaults to "unknown".
+      if (!c->metadata.contains("runtime")) c->metadata["runtime"] = "unknown";
+    }
+    if (!legacy) ResolveNamespace(c, ns);
+    FireWorkersAvailable("worker_metadata_updated", c->worker_id);
+    return {json{{"success", true}}, std::nullopt};
+  }
+
+  // mod.rs RegisterTrigger for the engine::workers-available type: the
+  // target resolves in the trigger's `namespace` (absent: default).
+  void RegisterTrigger(const ConnPtr& c, const json& m) {
+    if (m.value("trigger_type", json()) != "engine::workers-available") return;
+    if (!m.value("id", json()).is_string() || !m.value("function_id", json()).is_string()) return;
+    json ns = registry_.legacy() ? json() : m.value("namespace", json());
+    triggers_.push_back({m["id"], m["function_id"],
+                         ns.is_string() ? ns.get<std::string>() : engine_double::kDefaultNamespace,
+                         c->worker_id});
+  }
+
+  // mod.rs fire_triggers(TRIGGER_WORKERS_AVAILABLE, {event, worker_id}):
+  // each bound function is called by the engine itself (call_with_metadata_ns,
+  // a fresh invocation id, no caller to answer).
+  void FireWorkersAvailable(const std::string& event, const std::string& worker_id) {
+    for (const auto& t : triggers_) {
+      const auto* f = registry_.Find(t.ns, t.function_id);
+      if (!f || !live_.count(f->owner)) continue;
+      auto target = live_[f->owner];
+      if (target->cleaned) continue;
+      std::string id = NewUuid();
+      pending_[id] = Pending{{}, json(), t.function_id, target};
+      target->invocations.insert(id);
+      target->Send(json{{"type", "invokefunction"},
+                        {"invocation_id", id},
+                        {"function_id", t.function_id},
+                        {"data", {{"event", event}, {"worker_id", worker_id}}}});
+    }
+  }
+
+  // mod.rs Reattach: with the right token, the previous connection is
+  // retired (same teardown as a disconnect) before the replay that follows.
+  void Reattach(const ConnPtr& c, const json& m) {
+    json prev = m.value("previous_worker_id", json());
+    if (!prev.is_string() || prev == c->worker_id) return;
+    auto it = live_.find(prev);
+    if (it == live_.end()) return;
+    auto old = it->second;
+    if (m.value("reattach_token", json()) != json(old->reattach_token)) return;
+    Cleanup(old);
+    old->Abort();
+  }
+
+  // mod.rs cleanup_worker: functions released where still owned, calls in
+  // flight halted, triggers, name lease and registry entry dropped, then
+  // engine::workers-available {worker_disconnected}.
+  void Cleanup(const ConnPtr& c) {
+    if (c->cleaned) return;
+    c->cleaned = true;
+    c->grace.cancel();
+    c->held.clear();
+    for (const auto& id : c->functions) registry_.ReleaseFunction(c->ns, id, c->worker_id);
+    c->functions.clear();
+    auto inflight = c->invocations;
+    for (const auto& id : inflight) Halt(id);
+    std::erase_if(triggers_, [&](const Trigger& t) { return t.owner == c->worker_id; });
+    if (!c->name_lease.empty()) registry_.ReleaseWorkerName(c->ns, c->name_lease, c->worker_id);
+    live_.erase(c->worker_id);
+    FireWorkersAvailable("worker_disconnected", c->worker_id);
+  }
+
   Options opt_;
   boost::asio::io_context ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::thread thread_;
-  std::vector<std::shared_ptr<Conn>> conns_;  // event-loop thread only
+  // Event-loop thread only:
+  std::vector<ConnPtr> conns_;
+  std::map<std::string, ConnPtr> live_;  // worker id → connection (worker_registry)
+  engine_double::Registry registry_;
+  engine_double::StateStore state_;
+  std::map<std::string, Pending> pending_;
+  std::vector<Trigger> triggers_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  // Shared with the test thread:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Received> got_;

@@ -1,6 +1,6 @@
 // Worker mode (docs/architecture.md#transports-and-their-limits): the real `skiff serve --engine ws://…`
 // joins an engine as worker `iii-sandbox`. No iii engine can be installed here, so the engine side is
-// EngineDouble (engine_double.h), a double written from the spec's message shapes and the iii-sdk's. Covered:
+// EngineDouble (engine_double.h), a double whose rules are copied from the engine's source. Covered:
 // the register invocation and the 33 registerfunction messages with the same schemas as GET
 // /v1/functions/{id}; invocations of sandbox::run and fs operations answered with invocationresult; an S-code
 // error carried as `invocation_failed` + `handler error: {…}`; no reply for a null invocation_id; engine loss

@@ -1,0 +1,72 @@
+// engine-double: the iii engine double (engine_double.h) as a process, so
+// several skiff daemons and an unmodified iii-sdk caller can share it as one
+// engine.
+//
+//   engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]
+//
+// --port 0 (the default) takes any free port. Once it accepts connections it
+// prints `listening <port>` on stdout. SIGTERM or SIGINT stop it; it exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "engine_double.h"
+
+namespace {
+
+int Usage() {
+  std::cerr << "usage: engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]\n";
+  return 2;
+}
+
+bool ParseNumber(const char* s, long max, long& out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < 0 || v > max) return false;
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  skiff::e2e::EngineDoubleOptions opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    long n = 0;
+    if (a == "--port" && i + 1 < argc && ParseNumber(argv[i + 1], 65535, n)) {
+      opt.port = static_cast<uint16_t>(n);
+      ++i;
+    } else if (a == "--address" && i + 1 < argc) {
+      opt.address = argv[++i];
+    } else if (a == "--legacy-0.22") {
+      opt.legacy_0_22 = true;
+    } else if (a == "--namespace-grace-ms" && i + 1 < argc && ParseNumber(argv[i + 1], 3600000, n)) {
+      opt.namespace_grace = std::chrono::milliseconds(n);
+      ++i;
+    } else {
+      return Usage();
+    }
+  }
+  // Blocked before the double's thread starts, so only sigwait sees them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  try {
+    skiff::e2e::EngineDouble engine(opt);
+    std::printf("listening %u\n", static_cast<unsigned>(engine.port()));
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&stop, &sig);
+  } catch (const std::exception& e) {
+    std::cerr << "engine-double: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
