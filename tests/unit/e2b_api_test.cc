@@ -11,6 +11,7 @@
 #include "e2b/api.h"
 #include "e2b/basic_user.h"
 #include "e2b/connect_envelope.h"
+#include "e2b/entry_info.h"
 #include "e2b/file_signature.h"
 #include "e2b/gzip_stream.h"
 #include "e2b/proto_json.h"
@@ -713,6 +714,62 @@ TEST_F(E2bApiTest, UploadsRawGzipAndMultipartInOrder) {
   EXPECT_EQ(files[0]["path"], "/tmp/one");
   EXPECT_EQ(files[1]["path"], "/root/two");
   EXPECT_EQ(Fake().write_data, "22");
+}
+
+TEST_F(E2bApiTest, MetadataHeadersGoToEveryFileAndBadOnesAre400) {
+  std::string token = Create();
+  Request r = Envd("/files", token);
+  r.query = {{"path", "/tmp/m"}};
+  r.headers["content-type"] = "application/octet-stream";
+  r.raw_headers = {{"X-Metadata-Owner", "Alice B"}, {"x-metadata-tag", ""}, {"X-Other", "no"}};
+  Reply raw = api.Upload(r, Pieces("data", 2));
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(Fake().write_metadata, (proto::FileMetadata{{"owner", "Alice B"}, {"tag", ""}}))
+      << "keys lower-cased";
+  EXPECT_EQ(json::parse(raw.body)[0]["metadata"], json({{"owner", "Alice B"}, {"tag", ""}}));
+
+  r.query.clear();
+  r.headers["content-type"] = "multipart/form-data; boundary=XyZ";
+  std::string form =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/one\"\r\n\r\n1\r\n"
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"two\"\r\n\r\n22\r\n--XyZ--\r\n";
+  r.raw_headers = {{"X-Metadata-K", "v"}};
+  Reply multi = api.Upload(r, Pieces(form, 3));
+  ASSERT_EQ(multi.status, 200) << multi.body;
+  for (const json& f : json::parse(multi.body)) EXPECT_EQ(f["metadata"], json({{"k", "v"}})) << f.dump();
+
+  // Without X-Metadata headers: none asked (the old ones go), none answered.
+  r.raw_headers.clear();
+  Reply plain = api.Upload(r, Pieces(form, 3));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_TRUE(Fake().write_metadata.empty());
+  for (const json& f : json::parse(plain.body)) EXPECT_FALSE(f.contains("metadata")) << f.dump();
+
+  Fake().write_path.clear();
+  for (const Headers& bad : std::vector<Headers>{{{"X-Metadata-bad:key", "v"}},
+                                                 {{"X-Metadata-", "v"}},
+                                                 {{"X-Metadata-k", "new\nline"}},
+                                                 {{"X-Metadata-k", "caf\xc3\xa9"}},
+                                                 {{"X-Metadata-k", std::string(5000, 'v')}}}) {
+    r.raw_headers = bad;
+    Reply refused = api.Upload(r, Pieces(form, 3));
+    EXPECT_EQ(refused.status, 400) << bad[0].first;
+    EXPECT_EQ(Fake().write_path, "") << "nothing written for " << bad[0].first;
+  }
+  Headers many;
+  for (int i = 0; i <= 40; ++i) many.emplace_back("X-Metadata-k" + std::to_string(i), "v");
+  r.raw_headers = many;
+  EXPECT_EQ(api.Upload(r, Pieces(form, 3)).status, 400);
+}
+
+TEST(E2bEntryInfo, CarriesMetadataOnlyWhenThereIsSome) {
+  proto::FsEntry f;
+  f.name = "f";
+  f.mode = "0644";
+  f.owner = f.group = "user";
+  EXPECT_FALSE(EntryInfo(f, "/f").contains("metadata"));
+  f.metadata = {{"k", "v"}};
+  EXPECT_EQ(EntryInfo(f, "/f")["metadata"], json({{"k", "v"}}));
 }
 
 TEST_F(E2bApiTest, AFullDiskIs507AndAnUploadWithoutTheTokenWritesNothing) {
