@@ -258,7 +258,8 @@ test('watchDir: changes as they happen, new subdirectories followed, entries, st
 })
 
 test('file metadata: X-Metadata headers become user.e2b.* xattrs, read back by getInfo and list', async () => {
-  const sbx = await create()
+  // python3 reads and sets the xattrs from inside the sandbox.
+  const sbx = await create({}, 'python')
   if (ISOLATION === 'microvm') {
     // The guest kernel's tmpfs keeps no user xattrs: a clear refusal, never
     // a file written without its metadata.
@@ -326,6 +327,8 @@ test('polled watchers: CreateWatcher, GetWatcherEvents, RemoveWatcher (the Pytho
   assert.match(id, /^[0-9a-f]{32}$/)
   const [, empty] = await filesystemCall(sbx, 'GetWatcherEvents', { watcherId: id })
   assert.deepEqual(empty.events ?? [], [])
+  // A quiet watch stays set (it once ended after a second without events).
+  await new Promise(resolve => setTimeout(resolve, 2500))
   await sbx.commands.run('echo hi > /tmp/pw/a.txt; echo deep > /tmp/pw/sub/b.txt; rm /tmp/pw/a.txt')
   const seen = []
   const has = (name, type) => seen.some(e => e.name === name && e.type === type)
