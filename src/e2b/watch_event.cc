@@ -27,7 +27,8 @@ const char* EventType(proto::FsWatchChange c) {
 nlohmann::json FilesystemEvent(SandboxService& svc, const std::string& sandbox_id, const std::string& dir,
                                bool include_entry, const proto::FsWatchEvent& e) {
   nlohmann::json fs = {{"name", e.name}, {"type", EventType(e.change)}};
-  if (include_entry && e.change != proto::FsWatchChange::kRemove && e.change != proto::FsWatchChange::kRename) {
+  if (include_entry && e.change != proto::FsWatchChange::kRemove &&
+      e.change != proto::FsWatchChange::kRename) {
     std::string path = JoinPath(dir, e.name);
     if (auto st = svc.Fs(sandbox_id, proto::FsStatRequest{path}); st.ok())
       if (auto entry = proto::FsEntry::FromJson(*st); entry.ok()) fs["entry"] = EntryInfo(*entry, path);

@@ -62,8 +62,9 @@ TEST(FileMetadata, FsWriteCarriesItAndTheAgentRefusesBadPairs) {
   FsWriteRequest plain{"/f", 0644, true, {}};
   EXPECT_FALSE(plain.ToJson().contains("metadata")) << "absent when empty";
 
-  for (const json& bad : {json("str"), json::array({"a"}), json({{"k", 1}}), json({{"bad key", "v"}}),
-                          json({{"k", "new\nline"}}), json({{"k", std::string(L::kMaxValueBytes + 1, 'v')}})}) {
+  for (const json& bad :
+       {json("str"), json::array({"a"}), json({{"k", 1}}), json({{"bad key", "v"}}),
+        json({{"k", "new\nline"}}), json({{"k", std::string(L::kMaxValueBytes + 1, 'v')}})}) {
     json req = j;
     req["metadata"] = bad;
     auto r = FsWriteRequest::FromJson(req);
@@ -81,7 +82,8 @@ TEST(FileMetadata, TheWriteResultSaysTheMetadataWasSet) {
   FsWriteResult without{3, false}, with{3, true};
   EXPECT_EQ(without.ToJson().dump(), R"({"bytes_written":3})") << "as before metadata";
   EXPECT_EQ(with.ToJson().dump(), R"({"bytes_written":3,"metadata_set":true})");
-  EXPECT_TRUE(FsWriteResult::FromJson(json::parse(R"({"bytes_written":3,"metadata_set":true})"))->metadata_set);
+  EXPECT_TRUE(
+      FsWriteResult::FromJson(json::parse(R"({"bytes_written":3,"metadata_set":true})"))->metadata_set);
   EXPECT_FALSE(FsWriteResult::FromJson(json::parse(R"({"bytes_written":3})"))->metadata_set);
   EXPECT_EQ(FsWriteResult::FromJson(json::parse(R"({"bytes_written":3,"metadata_set":1})")).error().code(),
             Code::kS300);
