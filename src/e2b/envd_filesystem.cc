@@ -1,7 +1,8 @@
 // envd's filesystem.Filesystem service (docs/e2b.md#filesystem) over
 // skiff's fs operations: Stat, ListDir (to a depth, in full-path order),
-// MakeDir, Move and Remove, answering E2B's EntryInfo; WatchDir streams
-// (envd_watch.cc).
+// MakeDir, Move and Remove, answering E2B's EntryInfo; the Python SDK's
+// polled watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) over
+// polled_watchers.h. WatchDir streams (envd_watch.cc).
 #include <algorithm>
 
 #include "base/text.h"
