@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
   auto small = std::make_shared<std::string>(1024, 'k');
   auto t_sw = Clock::now();
   for (int i = 0; i < 1000; ++i)
-    if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/s/" + std::to_string(i), 0644, true, once(small)); !w.ok())
+    if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/s/" + std::to_string(i), 0644, true, once(small), {});
+        !w.ok())
       return fprintf(stderr, "fs::write: %s\n", w.error().ToString().c_str()), 1;
   double small_write_s = std::chrono::duration<double>(Clock::now() - t_sw).count();
   auto t_sr = Clock::now();
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
   constexpr uint64_t kBig = 256ull << 20;
   double cpu_bw = CpuSec();
   auto t_bw = Clock::now();
-  if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig)); !w.ok())
+  if (auto w = m.FsWrite(sb->sandbox_id, "/tmp/big", 0644, false, chunked(kBig), {}); !w.ok())
     return fprintf(stderr, "fs::write big: %s\n", w.error().ToString().c_str()), 1;
   double big_write_s = std::chrono::duration<double>(Clock::now() - t_bw).count();
   cpu_bw = CpuSec() - cpu_bw;

@@ -82,6 +82,7 @@ struct StreamState {
   std::unique_ptr<PortTunnel> port;
   // fs.write
   std::optional<AtomicWrite> write;
+  bool write_metadata = false;  // the write sets metadata (FsWriteResult::metadata_set)
   // fs.read
   UniqueFd rfd;
   // fs.ls, fs.stat, ... on the FsPool: its job, until its answer comes
@@ -426,7 +427,7 @@ void Loop::OnFrame(const proto::Frame& f) {
         uint64_t n = s.write->written();
         s.write.reset();
         if (st.ok()) {
-          SendResult(s.id, proto::FsWriteResult{static_cast<int64_t>(n)}.ToJson());
+          SendResult(s.id, proto::FsWriteResult{static_cast<int64_t>(n), s.write_metadata}.ToJson());
         } else {
           SendError(s.id, st.error());
         }
@@ -567,10 +568,13 @@ void Loop::StartWrite(uint32_t id, const json& req) {
   if (!r.ok()) return SendError(id, r.error());
   auto w = AtomicWrite::Begin(r->path, r->mode, r->parents);
   if (!w.ok()) return SendError(id, w.error());
+  bool metadata = !r->metadata.empty();
+  w->SetMetadata(std::move(r->metadata));
   auto s = std::make_unique<StreamState>();
   s->id = id;
   s->kind = Kind::kWrite;
   s->write.emplace(std::move(*w));
+  s->write_metadata = metadata;
   streams_[id] = std::move(s);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "agent/file_xattrs.h"
 #include "agent/fs_parents.h"
 #include "agent/fs_request.h"
 #include "agent/text_util.h"
@@ -31,6 +32,7 @@ AtomicWrite::AtomicWrite(AtomicWrite&& o) noexcept
       fd_(std::move(o.fd_)),
       mode_(o.mode_),
       keep_owner_(o.keep_owner_),
+      metadata_(std::move(o.metadata_)),
       uid_(o.uid_),
       gid_(o.gid_),
       written_(o.written_),
@@ -122,6 +124,12 @@ Status AtomicWrite::Commit() {
   // chown before chmod: chown clears set-id bits.
   if (keep_owner_ && ::fchown(fd_.get(), uid_, gid_) < 0) return fail(errno);
   if (::fchmod(fd_.get(), mode_) < 0) return fail(errno);
+  if (!metadata_.empty()) {
+    if (Status st = WriteMetadata(fd_.get(), metadata_, path_); !st.ok()) {
+      Abort();
+      return st;
+    }
+  }
   if (::fsync(fd_.get()) < 0) return fail(errno);
   if (::renameat(dir_.get(), tmp_.c_str(), dir_.get(), leaf_.c_str()) < 0) return fail(errno);
   done_ = true;

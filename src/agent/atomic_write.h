@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "protocol/file_metadata.h"
 
 namespace skiff::agent {
 
@@ -32,7 +33,9 @@ class AtomicWrite {
   // Begin for an existing file being rewritten (sed): keeps its mode/owner.
   static Result<AtomicWrite> BeginReplace(const std::string& path);
   Status Append(std::string_view bytes);
-  // fchown (kept owner), fchmod, fsync, rename over the target.
+  // Set as the new file's user.e2b.* attributes at Commit (file_xattrs.h).
+  void SetMetadata(proto::FileMetadata m) { metadata_ = std::move(m); }
+  // fchown (kept owner), fchmod, metadata, fsync, rename over the target.
   Status Commit();
   void Abort();
   uint64_t written() const { return written_; }
@@ -44,6 +47,7 @@ class AtomicWrite {
   UniqueFd fd_;
   uint32_t mode_ = 0644;
   bool keep_owner_ = false;
+  proto::FileMetadata metadata_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   uint64_t written_ = 0;

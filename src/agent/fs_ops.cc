@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/file_xattrs.h"
 #include "agent/fs_parents.h"
 #include "agent/fs_walk.h"
 #include "agent/text_util.h"
@@ -46,13 +47,17 @@ std::optional<std::string> LinkText(int dirfd, const char* path) {
 // The FsEntry of an lstat result with its owner and group names and, for a
 // link, its absolute target. `link` is the entry's path relative to dirfd,
 // `abs_dir` the absolute directory holding it.
+// `full` is the entry's path (from the working directory), for its metadata.
 proto::FsEntry EntryOf(std::string_view name, const struct stat& st, int dirfd, const char* link,
-                       std::string_view abs_dir, UserNames& names) {
+                       std::string_view abs_dir, const std::string& full, UserNames& names) {
   proto::FsEntry e = FsEntryOf(name, st);
   e.owner = names.Owner(e.uid);
   e.group = names.Group(e.gid);
-  if (e.is_symlink)
+  if (e.is_symlink) {
     if (auto text = LinkText(dirfd, link)) e.symlink_target = LinkTargetPath(abs_dir, *text);
+  } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+    e.metadata = ReadMetadata(full);
+  }
   return e;
 }
 
@@ -73,7 +78,7 @@ Result<json> FsLs(const json& req) {
   for (const auto& name : ListNames(d.get())) {
     struct stat st {};
     if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // vanished
-    out.entries.push_back(EntryOf(name, st, d.get(), name.c_str(), dir, names));
+    out.entries.push_back(EntryOf(name, st, d.get(), name.c_str(), dir, JoinPath(dir, name), names));
   }
   return out.ToJson();
 }
@@ -83,7 +88,8 @@ Result<json> FsStat(const json& req) {
   struct stat st {};
   if (::lstat(r.path.c_str(), &st) < 0) return FsError(errno, r.path);
   UserNames names;
-  return EntryOf(EntryName(r.path), st, AT_FDCWD, r.path.c_str(), ParentOf(Absolute(r.path)), names).ToJson();
+  return EntryOf(EntryName(r.path), st, AT_FDCWD, r.path.c_str(), ParentOf(Absolute(r.path)), r.path, names)
+      .ToJson();
 }
 
 // ------------------------------------------------------------------ mkdir

@@ -30,7 +30,7 @@ class SandboxAccess {
   // PUT /v1/sandboxes/{id}/files.
   Result<nlohmann::json> WriteFile(const std::string& sandbox_id, const std::string& path, uint32_t mode,
                                    bool parents, const ByteSource& source) {
-    return manager_.FsWrite(sandbox_id, path, mode, parents, source);
+    return manager_.FsWrite(sandbox_id, path, mode, parents, source, {});
   }
 
   // Whether `sandbox_id` names a live (listed) sandbox: its calls run on its lane.

@@ -73,6 +73,7 @@ Api::~Api() {
 }
 
 void Api::ExpireOnce(int64_t now_ms) {
+  watchers_.Expire(MonotonicMillis());
   for (const std::string& id : book_.Expired(now_ms)) {
     if (IsPaused(all_, id)) continue;  // a paused sandbox waits for its connect
     if (auto rec = book_.Get(id); rec && rec->auto_pause) {
@@ -83,6 +84,7 @@ void Api::ExpireOnce(int64_t now_ms) {
     }
     SKIFF_LOG(Info) << "e2b: sandbox " << id << " reached its end of life; stopping it";
     book_.Remove(id);
+    watchers_.RemoveSandbox(id);
     Status st = all_.Stop(id, false);
     if (!st.ok() && st.error().code() != Code::kS002)
       SKIFF_LOG(Warn) << "e2b: stopping " << id << ": " << st.error().message();

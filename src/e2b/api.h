@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "e2b/exchange.h"
+#include "e2b/polled_watchers.h"
 #include "e2b/port_forward.h"
 #include "e2b/sandbox_book.h"
 #include "sandbox/service.h"
@@ -77,7 +78,8 @@ class Api {
   // traffic its own way first.
   PortForwarder& forwarder() { return forwarder_; }
 
-  // Stops every sandbox whose lifetime ended (the timer calls it each second).
+  // Stops every sandbox whose lifetime ended and removes idle polled
+  // watchers (the timer calls it each second).
   void ExpireOnce(int64_t now_ms);
 
   // The sandbox an envd request reached, its record, and the user the
@@ -161,6 +163,8 @@ class Api {
   Options options_;
   SandboxBook book_;
   PortForwarder forwarder_{all_};
+  // CreateWatcher's watchers (polled_watchers.h); idle ones expire with the timer.
+  PolledWatchers watchers_{all_};
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -244,6 +244,7 @@ Reply Api::Kill(SandboxService& svc, const std::string& id) {
   if (!Live(svc, id)) return Reply::Error(404, "sandbox " + id + " not found");
   Status st = svc.Stop(id, true);
   book_.Remove(id);
+  watchers_.RemoveSandbox(id);
   if (!st.ok() && st.error().code() != Code::kS002) return Failed(st.error());
   return Reply::Empty(204);
 }

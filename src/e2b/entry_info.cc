@@ -36,6 +36,7 @@ nlohmann::json EntryInfo(const proto::FsEntry& f, const std::string& path) {
                           {"group", f.group},
                           {"modifiedTime", Rfc3339Millis(f.mtime * 1000)}};
   if (f.symlink_target) entry["symlinkTarget"] = *f.symlink_target;
+  if (!f.metadata.empty()) entry["metadata"] = proto::MetadataToJson(f.metadata);
   return entry;
 }
 

@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/gzip_stream.h"
+#include "e2b/metadata_headers.h"
 #include "e2b/multipart_reader.h"
 
 namespace skiff::e2b {
@@ -45,9 +46,17 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// One element of the upload's answer; `metadata` only when there is some.
+json Written(const std::string& path, const proto::FileMetadata& metadata) {
+  json w = {{"name", BaseName(path)}, {"type", "file"}, {"path", path}};
+  if (!metadata.empty()) w["metadata"] = proto::MetadataToJson(metadata);
+  return w;
+}
+
 // Each "file" part of the form written in order, to its filename (a path,
 // as given) or, for a part without one, to ?path=.
-Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& req, const ByteSource& body) {
+Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& req, const ByteSource& body,
+                      const proto::FileMetadata& metadata) {
   auto boundary = MultipartBoundary(req.Header("content-type"));
   if (!boundary.ok()) return Reply::Error(400, boundary.error().message());
   MultipartReader form(*boundary, body);
@@ -62,9 +71,10 @@ Reply MultipartUpload(SandboxService& svc, const Api::Envd& e, const Request& re
     if (raw.empty()) return Reply::Error(400, "a part has no filename and the request no ?path=");
     if (raw.find('\0') != std::string::npos) return Reply::Error(400, "a part's filename holds a NUL byte");
     std::string path = e.Resolve(raw);
-    auto written = svc.FsWrite(e.record.sandbox_id, path, 0644, true, [&form]() { return form.Read(); });
+    auto written = svc.FsWrite(
+        e.record.sandbox_id, path, 0644, true, [&form]() { return form.Read(); }, metadata);
     if (!written.ok()) return FileError(written.error());
-    out.push_back({{"name", BaseName(path)}, {"type", "file"}, {"path", path}});
+    out.push_back(Written(path, metadata));
   }
   return Reply::Json(200, out);
 }
@@ -115,6 +125,9 @@ Reply Api::Upload(const Request& req, const ByteSource& body) {
   Access files = FilesAccess(req);
   if (!files.envd) return files.refusal;
   auto e = &*files.envd;
+  // Every file of the request gets these (none: each file's old ones are gone).
+  auto metadata = MetadataHeaders(req.raw_headers);
+  if (!metadata.ok()) return Reply::Error(400, metadata.error().message());
   std::string type = req.Header("content-type");
   std::string encoding = req.Header("content-encoding");
   ByteSource source = body;
@@ -123,13 +136,13 @@ Reply Api::Upload(const Request& req, const ByteSource& body) {
   } else if (!encoding.empty() && encoding != "identity") {
     return Reply::Error(400, "Content-Encoding " + encoding + ": only gzip is understood");
   }
-  if (type.rfind("multipart/form-data", 0) == 0) return MultipartUpload(all_, *e, req, source);
+  if (type.rfind("multipart/form-data", 0) == 0) return MultipartUpload(all_, *e, req, source, *metadata);
   std::string raw = req.Query("path");
   if (raw.empty()) return Reply::Error(400, "path: required");
   std::string path = e->Resolve(raw);
-  auto written = all_.FsWrite(e->record.sandbox_id, path, 0644, true, source);
+  auto written = all_.FsWrite(e->record.sandbox_id, path, 0644, true, source, *metadata);
   if (!written.ok()) return FileError(written.error());
-  return Reply::Json(200, json::array({{{"name", BaseName(path)}, {"type", "file"}, {"path", path}}}));
+  return Reply::Json(200, json::array({Written(path, *metadata)}));
 }
 
 }  // namespace skiff::e2b

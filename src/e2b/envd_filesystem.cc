@@ -1,7 +1,8 @@
 // envd's filesystem.Filesystem service (docs/e2b.md#filesystem) over
 // skiff's fs operations: Stat, ListDir (to a depth, in full-path order),
-// MakeDir, Move and Remove, answering E2B's EntryInfo; WatchDir streams
-// (envd_watch.cc).
+// MakeDir, Move and Remove, answering E2B's EntryInfo; the Python SDK's
+// polled watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) over
+// polled_watchers.h. WatchDir streams (envd_watch.cc).
 #include <algorithm>
 
 #include "base/text.h"
@@ -117,10 +118,39 @@ Reply Api::FilesystemRpc(const Envd& e, const std::string& method, const std::st
     return Reply::Json(200, {{"entry", EntryInfo(*st, *dst)}});
   }
 
-  if (method == "CreateWatcher" || method == "GetWatcherEvents" || method == "RemoveWatcher")
-    return UnaryError(Error(Code::kS219, "filesystem." + method +
-                                             " (the Python SDK's polled watchers) is not supported by skiff "
-                                             "yet; WatchDir is (docs/e2b.md#differences)"));
+  // The Python SDK's polled watchers (polled_watchers.h).
+  if (method == "CreateWatcher") {
+    auto path = PathOf(e, *msg, "path");
+    if (!path.ok()) return UnaryError(path.error());
+    auto recursive = OptBool(*msg, "recursive");
+    if (!recursive.ok()) return UnaryError(recursive.error());
+    auto include_entry = OptBool(*msg, "includeEntry", "include_entry");
+    if (!include_entry.ok()) return UnaryError(include_entry.error());
+    // allowNetworkMounts: a sandbox has no network mounts to refuse.
+    if (auto nm = OptBool(*msg, "allowNetworkMounts", "allow_network_mounts"); !nm.ok())
+      return UnaryError(nm.error());
+    proto::FsWatchRequest watch;
+    watch.path = *path;
+    watch.recursive = recursive->value_or(false);
+    auto wid = watchers_.Create(id, watch, include_entry->value_or(false), MonotonicMillis());
+    if (!wid.ok()) return UnaryError(wid.error());
+    return Reply::Json(200, {{"watcherId", *wid}});
+  }
+  if (method == "GetWatcherEvents" || method == "RemoveWatcher") {
+    auto wid = OptString(*msg, "watcherId", "watcher_id");
+    if (!wid.ok()) return UnaryError(wid.error());
+    if (!*wid || (*wid)->empty()) return UnaryError(InvalidRequest("watcherId: required"));
+    if (method == "RemoveWatcher") {
+      Status st = watchers_.Remove(id, **wid);
+      if (!st.ok()) return UnaryError(st.error());
+      return Reply::Json(200, json::object());
+    }
+    auto events = watchers_.Events(id, **wid, MonotonicMillis());
+    if (!events.ok()) return UnaryError(events.error());
+    json list = json::array();
+    for (auto& ev : *events) list.push_back(std::move(ev));
+    return Reply::Json(200, {{"events", list}});
+  }
 
   if (method == "Remove") {
     auto path = PathOf(e, *msg, "path");

@@ -9,8 +9,8 @@
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/connect_envelope.h"
-#include "e2b/entry_info.h"
 #include "e2b/proto_json.h"
+#include "e2b/watch_event.h"
 
 namespace skiff::e2b {
 
@@ -21,22 +21,6 @@ using nlohmann::json;
 constexpr std::string_view kStreamType = "application/connect+json";
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-const char* EventType(proto::FsWatchChange c) {
-  switch (c) {
-    case proto::FsWatchChange::kCreate:
-      return "EVENT_TYPE_CREATE";
-    case proto::FsWatchChange::kWrite:
-      return "EVENT_TYPE_WRITE";
-    case proto::FsWatchChange::kRemove:
-      return "EVENT_TYPE_REMOVE";
-    case proto::FsWatchChange::kRename:
-      return "EVENT_TYPE_RENAME";
-    case proto::FsWatchChange::kChmod:
-      return "EVENT_TYPE_CHMOD";
-  }
-  return "EVENT_TYPE_UNSPECIFIED";
-}
 
 // A positive integer header (milliseconds or seconds) up to `max`.
 std::optional<int64_t> PositiveHeader(const std::string& v, int64_t max) {
@@ -68,15 +52,7 @@ class WatchStream final : public FsWatchSink {
   }
   bool OnEvent(const proto::FsWatchEvent& e) override {
     if (Expired()) return false;
-    json fs = {{"name", e.name}, {"type", EventType(e.change)}};
-    if (include_entry_ && e.change != proto::FsWatchChange::kRemove &&
-        e.change != proto::FsWatchChange::kRename) {
-      // The entry as it is now; one already gone again has none.
-      std::string path = JoinPath(dir_, e.name);
-      if (auto st = svc_.Fs(id_, proto::FsStatRequest{path}); st.ok())
-        if (auto entry = proto::FsEntry::FromJson(*st); entry.ok()) fs["entry"] = EntryInfo(*entry, path);
-    }
-    return Event({{"filesystem", fs}});
+    return Event({{"filesystem", FilesystemEvent(svc_, id_, dir_, include_entry_, e)}});
   }
   bool Wanted() override {
     if (!out_.Alive() || Expired()) return false;

@@ -382,7 +382,7 @@ Result<json> HandleWrite(const json& payload, CallContext& ctx) {
       return (*inner)();
     };
   }
-  SKIFF_ASSIGN_OR_RETURN(json result, ctx.manager.FsWrite(r.id, r.path, mode, parents, source));
+  SKIFF_ASSIGN_OR_RETURN(json result, ctx.manager.FsWrite(r.id, r.path, mode, parents, source, {}));
   json out = {{"path", r.path}};
   out["bytes_written"] = result.contains("bytes_written") ? result["bytes_written"] : json(0);
   return out;

@@ -46,7 +46,14 @@ json Definitions() {
        {"symlink_target",
         Str("Present only for a symbolic link that could be read: its absolute target, the link text "
             "joined with the link's directory and normalised lexically (. and .. removed; further "
-            "links not followed)")}},
+            "links not followed)")},
+       {"metadata",
+        {{"type", "object"},
+         {"additionalProperties", {{"type", "string"}}},
+         {"description",
+          "Present only for a file or directory that has some: its user.e2b.<key> extended attributes "
+          "as {key: value} (E2B's file metadata, docs/e2b.md#file-metadata); at most 32, keys HTTP "
+          "tokens, values printable ASCII"}}}},
       {"name", "is_dir", "size", "mode", "mtime", "is_symlink", "uid", "gid", "owner", "group"});
   d["grep_match"] = Object(
       "One matching line",

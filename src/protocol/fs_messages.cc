@@ -71,6 +71,7 @@ Result<FsEntry> EntryFields(const json& j) {
     SKIFF_ASSIGN_OR_RETURN(e.symlink_target, field::Path(j, "symlink_target"));
     if (e.symlink_target->front() != '/') return InvalidRequest("symlink_target: expected an absolute path");
   }
+  SKIFF_ASSIGN_OR_RETURN(e.metadata, MetadataFromJson(j, "metadata"));
   return e;
 }
 
@@ -110,6 +111,7 @@ json FsEntry::ToJson() const {
          {"uid", uid},    {"gid", gid},       {"owner", owner},
          {"group", group}};
   if (symlink_target) j["symlink_target"] = *symlink_target;
+  if (!metadata.empty()) j["metadata"] = MetadataToJson(metadata);
   return j;
 }
 
@@ -167,7 +169,9 @@ Result<FsMkdirResult> FsMkdirResult::FromJson(const json& j) {
 // ------------------------------------------------------------ fs.write
 
 json FsWriteRequest::ToJson() const {
-  return json{{"op", kOp}, {"path", path}, {"mode", mode}, {"parents", parents}};
+  json j{{"op", kOp}, {"path", path}, {"mode", mode}, {"parents", parents}};
+  if (!metadata.empty()) j["metadata"] = MetadataToJson(metadata);
+  return j;
 }
 
 Result<FsWriteRequest> FsWriteRequest::FromJson(const json& j) {
@@ -176,16 +180,22 @@ Result<FsWriteRequest> FsWriteRequest::FromJson(const json& j) {
   SKIFF_ASSIGN_OR_RETURN(r.path, field::Path(j, "path"));
   SKIFF_ASSIGN_OR_RETURN(r.mode, field::Mode(j, "mode", 0644));
   SKIFF_ASSIGN_OR_RETURN(r.parents, field::Bool(j, "parents", false));
+  SKIFF_ASSIGN_OR_RETURN(r.metadata, MetadataFromJson(j, "metadata"));
   return r;
 }
 
-json FsWriteResult::ToJson() const { return json{{"bytes_written", bytes_written}}; }
+json FsWriteResult::ToJson() const {
+  json j{{"bytes_written", bytes_written}};
+  if (metadata_set) j["metadata_set"] = true;
+  return j;
+}
 
 Result<FsWriteResult> FsWriteResult::FromJson(const json& j) {
   return Answer("fs.write RESULT", [&]() -> Result<FsWriteResult> {
     SKIFF_RETURN_IF_ERROR(field::RequireObject(j, "RESULT"));
     SKIFF_ASSIGN_OR_RETURN(int64_t n, field::IntIn(j, "bytes_written", 0, INT64_MAX));
-    return FsWriteResult{n};
+    SKIFF_ASSIGN_OR_RETURN(bool set, field::Bool(j, "metadata_set", false));
+    return FsWriteResult{n, set};
   });
 }
 

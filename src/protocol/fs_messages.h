@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "protocol/file_metadata.h"
 #include "protocol/ops.h"
 
 namespace skiff::proto {
@@ -39,6 +40,9 @@ struct FsEntry {
   // target, the link text joined with the link's directory and normalised
   // lexically ("." and ".." removed; further links not followed).
   std::optional<std::string> symlink_target;
+  // Files and directories: the user.e2b.* attributes (protocol/file_metadata.h);
+  // absent on the wire when empty.
+  FileMetadata metadata;
 
   nlohmann::json ToJson() const;
   static Result<FsEntry> FromJson(const nlohmann::json& j);
@@ -103,6 +107,10 @@ struct FsWriteRequest {
   std::string path;
   uint32_t mode = 0644;  // absent or null on the wire: 0644
   bool parents = false;
+  // Set as the new file's user.e2b.* attributes before it replaces the
+  // target (so the target's old ones are gone); absent on the wire when
+  // empty. A filesystem without user attributes fails the write (S216, ENOTSUP).
+  FileMetadata metadata;
 
   nlohmann::json ToJson() const;
   static Result<FsWriteRequest> FromJson(const nlohmann::json& j);
@@ -111,6 +119,10 @@ struct FsWriteRequest {
 
 struct FsWriteResult {
   int64_t bytes_written = 0;  // >= 0
+  // The request's metadata was set (on the wire only when true). An agent
+  // from before metadata ignores the field and never says so: the host
+  // then fails the write (S219) rather than drop the metadata silently.
+  bool metadata_set = false;
 
   nlohmann::json ToJson() const;
   static Result<FsWriteResult> FromJson(const nlohmann::json& j);

@@ -26,7 +26,8 @@
 //   fs.stat     path (FsStatRequest)                     RESULT FsEntry
 //   fs.mkdir    path, mode (int), parents                RESULT {"created"} (FsMkdirResult)
 //               (FsMkdirRequest)
-//   fs.write    path, mode (int), parents; body as       RESULT {"bytes_written"} (FsWriteResult)
+//   fs.write    path, mode (int), parents, metadata?;    RESULT {"bytes_written", "metadata_set"?}
+//               body as                                  (FsWriteResult)
 //               DATA on kStdin, then END (abort: CANCEL)
 //               (FsWriteRequest)
 //   fs.read     path (FsReadRequest)                     META {size, mode, mtime} (FsReadMeta),

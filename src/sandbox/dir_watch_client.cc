@@ -37,11 +37,17 @@ Status WatchDirectory(Sandbox& sb, const std::function<bool()>& stopping, std::c
   for (;;) {
     auto ev = s->Next(Clock::now() + (started ? std::chrono::milliseconds(1000) : timeout));
     if (!ev) {
-      s->Cancel();
-      if (!started)
+      // A quiet second is normal once the watch is set: only a reader that
+      // went away (or an agent that never answered) ends it.
+      if (!started) {
+        s->Cancel();
         return Error(Code::kS200, "fs.watch on sandbox " + sb.id + ": the agent did not answer within " +
                                       std::to_string(timeout.count()) + " ms (fs_timeout_ms)");
-      if (!sink.Wanted()) return ReaderGone();
+      }
+      if (!sink.Wanted()) {
+        s->Cancel();
+        return ReaderGone();
+      }
       continue;
     }
     switch (ev->kind) {

@@ -98,10 +98,11 @@ Error FsClient::OpenFailed(const Error& e) const {
 }
 
 Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, bool parents,
-                                       const ByteSource& source) {
+                                       const ByteSource& source, const proto::FileMetadata& metadata) {
   sb_.Touch();
   ScopedCleanup touch([&] { sb_.Touch(); });
-  auto so = sb_.client->Open(proto::FsWriteRequest{path, mode, parents}.ToJson());
+  SKIFF_RETURN_IF_ERROR(proto::CheckMetadata(metadata));
+  auto so = sb_.client->Open(proto::FsWriteRequest{path, mode, parents, metadata}.ToJson());
   if (!so.ok()) return OpenFailed(so.error());
   auto s = std::move(so).value();
   int64_t last_touch = MonotonicMillis();
@@ -140,6 +141,10 @@ Result<nlohmann::json> FsClient::Write(const std::string& path, uint32_t mode, b
   if (!r.ok()) return r;
   auto written = proto::FsWriteResult::FromJson(*r);
   if (!written.ok()) return std::move(written).error().With("reading the agent's fs.write result");
+  if (!metadata.empty() && !written->metadata_set)
+    return Error(Code::kS219,
+                 "operation not supported by this sandbox's agent: fs.write with metadata (the "
+                 "file was written without it)");
   nlohmann::json out = written->ToJson();
   out["path"] = path;
   return out;

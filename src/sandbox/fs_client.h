@@ -31,9 +31,10 @@ class FsClient {
   // A one-shot op; returns the agent's RESULT, checked against the op's
   // answer type.
   Result<nlohmann::json> Call(const proto::FsCall& call);
-  // fs::write of the bytes `source` yields.
-  Result<nlohmann::json> Write(const std::string& path, uint32_t mode, bool parents,
-                               const ByteSource& source);
+  // fs::write of the bytes `source` yields, with `metadata` as the new
+  // file's user.e2b.* attributes.
+  Result<nlohmann::json> Write(const std::string& path, uint32_t mode, bool parents, const ByteSource& source,
+                               const proto::FileMetadata& metadata);
   // fs::read: `on_meta` once before any byte, then the bytes to `sink`.
   Status Read(const std::string& path, const std::function<void(const FsReadMeta&)>& on_meta,
               const ByteSink& sink);

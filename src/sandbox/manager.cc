@@ -367,11 +367,12 @@ Result<nlohmann::json> SandboxManager::Fs(const std::string& sandbox_id, const p
 }
 
 Result<nlohmann::json> SandboxManager::FsWrite(const std::string& sandbox_id, const std::string& path,
-                                               uint32_t mode, bool parents, const ByteSource& source) {
+                                               uint32_t mode, bool parents, const ByteSource& source,
+                                               const proto::FileMetadata& metadata) {
   SKIFF_ASSIGN_OR_RETURN(auto sb, Running(sandbox_id));
   return FsClient(
              *sb, [this, &sb] { return registry_.Stopping(*sb); }, FsTimeout())
-      .Write(path, mode, parents, source);
+      .Write(path, mode, parents, source, metadata);
 }
 
 Status SandboxManager::FsRead(const std::string& sandbox_id, const std::string& path,

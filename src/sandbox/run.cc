@@ -29,10 +29,10 @@ Result<ExecResult> SandboxManager::Run(const RunSpec& spec, OutputSink* sink) {
     });
   };
   for (const auto& f : spec.files) {
-    auto w = FsWrite(id, f.path, 0644, /*parents=*/true, once(f.content));
+    auto w = FsWrite(id, f.path, 0644, /*parents=*/true, once(f.content), {});
     if (!w.ok()) return finish(WrapRunStep(w.error(), kRunStepSiblingFile, id));
   }
-  auto w = FsWrite(id, lang.file, 0644, /*parents=*/true, once(spec.code));
+  auto w = FsWrite(id, lang.file, 0644, /*parents=*/true, once(spec.code), {});
   if (!w.ok()) return finish(WrapRunStep(w.error(), kRunStepCode, id));
   if (lang.bash) {
     auto st = Fs(id, proto::FsStatRequest{"/bin/bash"});

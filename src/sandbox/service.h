@@ -60,9 +60,11 @@ class SandboxService {
   // A one-shot fs op, already validated. Returns the agent's RESULT (the
   // spec's response), checked against the op's answer type.
   virtual Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) = 0;
-  // fs::write from a stream (or a string: a source returning it once).
+  // fs::write from a stream (or a string: a source returning it once);
+  // `metadata` (already checked) becomes the file's user.e2b.* attributes.
   virtual Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path,
-                                         uint32_t mode, bool parents, const ByteSource& source) = 0;
+                                         uint32_t mode, bool parents, const ByteSource& source,
+                                         const proto::FileMetadata& metadata) = 0;
   // fs::read: `on_meta` is called once before any byte; `sink` gets the bytes.
   virtual Status FsRead(const std::string& sandbox_id, const std::string& path,
                         const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) = 0;

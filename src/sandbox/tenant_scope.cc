@@ -97,9 +97,10 @@ Result<nlohmann::json> TenantScope::Fs(const std::string& sandbox_id, const prot
 }
 
 Result<nlohmann::json> TenantScope::FsWrite(const std::string& sandbox_id, const std::string& path,
-                                            uint32_t mode, bool parents, const ByteSource& source) {
+                                            uint32_t mode, bool parents, const ByteSource& source,
+                                            const proto::FileMetadata& metadata) {
   SKIFF_RETURN_IF_ERROR(Own(sandbox_id));
-  return inner_.FsWrite(sandbox_id, path, mode, parents, source);
+  return inner_.FsWrite(sandbox_id, path, mode, parents, source, metadata);
 }
 
 Status TenantScope::FsRead(const std::string& sandbox_id, const std::string& path,

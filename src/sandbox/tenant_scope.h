@@ -41,7 +41,8 @@ class TenantScope : public SandboxService {
 
   Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) override;
   Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
-                                 bool parents, const ByteSource& source) override;
+                                 bool parents, const ByteSource& source,
+                                 const proto::FileMetadata& metadata) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
   Status FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req, FsWatchSink& sink) override;

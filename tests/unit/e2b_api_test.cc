@@ -4,13 +4,16 @@
 // error shapes and changes nothing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "base/text.h"
 #include "e2b/api.h"
 #include "e2b/basic_user.h"
 #include "e2b/connect_envelope.h"
+#include "e2b/entry_info.h"
 #include "e2b/file_signature.h"
 #include "e2b/gzip_stream.h"
 #include "e2b/proto_json.h"
@@ -713,6 +716,127 @@ TEST_F(E2bApiTest, UploadsRawGzipAndMultipartInOrder) {
   EXPECT_EQ(files[0]["path"], "/tmp/one");
   EXPECT_EQ(files[1]["path"], "/root/two");
   EXPECT_EQ(Fake().write_data, "22");
+}
+
+TEST_F(E2bApiTest, MetadataHeadersGoToEveryFileAndBadOnesAre400) {
+  std::string token = Create();
+  Request r = Envd("/files", token);
+  r.query = {{"path", "/tmp/m"}};
+  r.headers["content-type"] = "application/octet-stream";
+  r.raw_headers = {{"X-Metadata-Owner", "Alice B"}, {"x-metadata-tag", ""}, {"X-Other", "no"}};
+  Reply raw = api.Upload(r, Pieces("data", 2));
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(Fake().write_metadata, (proto::FileMetadata{{"owner", "Alice B"}, {"tag", ""}}))
+      << "keys lower-cased";
+  EXPECT_EQ(json::parse(raw.body)[0]["metadata"], json({{"owner", "Alice B"}, {"tag", ""}}));
+
+  r.query.clear();
+  r.headers["content-type"] = "multipart/form-data; boundary=XyZ";
+  std::string form =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/one\"\r\n\r\n1\r\n"
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"two\"\r\n\r\n22\r\n--XyZ--\r\n";
+  r.raw_headers = {{"X-Metadata-K", "v"}};
+  Reply multi = api.Upload(r, Pieces(form, 3));
+  ASSERT_EQ(multi.status, 200) << multi.body;
+  for (const json& f : json::parse(multi.body)) EXPECT_EQ(f["metadata"], json({{"k", "v"}})) << f.dump();
+
+  // Without X-Metadata headers: none asked (the old ones go), none answered.
+  r.raw_headers.clear();
+  Reply plain = api.Upload(r, Pieces(form, 3));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_TRUE(Fake().write_metadata.empty());
+  for (const json& f : json::parse(plain.body)) EXPECT_FALSE(f.contains("metadata")) << f.dump();
+
+  Fake().write_path.clear();
+  for (const Headers& bad : std::vector<Headers>{{{"X-Metadata-bad:key", "v"}},
+                                                 {{"X-Metadata-", "v"}},
+                                                 {{"X-Metadata-k", "new\nline"}},
+                                                 {{"X-Metadata-k", "caf\xc3\xa9"}},
+                                                 {{"X-Metadata-k", std::string(5000, 'v')}}}) {
+    r.raw_headers = bad;
+    Reply refused = api.Upload(r, Pieces(form, 3));
+    EXPECT_EQ(refused.status, 400) << bad[0].first;
+    EXPECT_EQ(Fake().write_path, "") << "nothing written for " << bad[0].first;
+  }
+  Headers many;
+  for (int i = 0; i <= 40; ++i) many.emplace_back("X-Metadata-k" + std::to_string(i), "v");
+  r.raw_headers = many;
+  EXPECT_EQ(api.Upload(r, Pieces(form, 3)).status, 400);
+}
+
+TEST_F(E2bApiTest, PolledWatchersHoldEventsUntilPolledThenAnswerTheEnd) {
+  std::string token = Create();
+  Fake().watch_events = {{"a.txt", proto::FsWatchChange::kCreate}, {"sub/b", proto::FsWatchChange::kWrite}};
+  Captured made =
+      Run(Envd("/filesystem.Filesystem/CreateWatcher", token), R"({"path":"w","recursive":true})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  std::string id = made.Json().value("watcherId", "");
+  ASSERT_EQ(id.size(), 32u) << made.body;
+  ASSERT_TRUE(Fake().watch_request);
+  EXPECT_EQ(Fake().watch_request->path, "/root/w") << "relative to the user's home";
+  EXPECT_TRUE(Fake().watch_request->recursive);
+
+  // The fake's watch delivered its events and ended (its directory went
+  // away): the events first, each once, then not_found, then the id is gone.
+  // The watch runs on its own thread: poll until both arrived.
+  json poll = json{{"watcherId", id}};
+  json events = json::array();
+  for (int i = 0; i < 10000 && events.size() < 2; ++i) {
+    Captured c = Run(Envd("/filesystem.Filesystem/GetWatcherEvents", token), poll.dump());
+    ASSERT_EQ(c.status, 200) << c.body;
+    json got = c.Json();
+    for (const json& e : got["events"]) events.push_back(e);
+    if (events.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(events.size(), 2u) << events.dump();
+  EXPECT_EQ(events[0], json({{"name", "a.txt"}, {"type", "EVENT_TYPE_CREATE"}}));
+  EXPECT_EQ(events[1], json({{"name", "sub/b"}, {"type", "EVENT_TYPE_WRITE"}}));
+  int end_status = 200;
+  json end_body;
+  for (int i = 0; i < 10000 && end_status == 200; ++i) {  // until the thread saw the watch end
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Captured c = Run(Envd("/filesystem.Filesystem/GetWatcherEvents", token), poll.dump());
+    end_status = c.status;
+    end_body = c.Json();
+    if (end_status == 200) {
+      EXPECT_EQ(end_body["events"], json::array()) << "no event twice";
+    }
+  }
+  EXPECT_EQ(end_status, 404) << end_body.dump();
+  EXPECT_EQ(end_body.value("code", ""), "not_found");
+  Captured gone = Run(Envd("/filesystem.Filesystem/RemoveWatcher", token), poll.dump());
+  EXPECT_EQ(gone.Json().value("code", ""), "not_found");
+
+  // RemoveWatcher of a live one, then it is unknown.
+  Fake().watch_events.clear();
+  Fake().watch_end = Error(Code::kS004, "the sandbox stopped");
+  std::string id2 = Run(Envd("/filesystem.Filesystem/CreateWatcher", token), R"({"path":"/w"})")
+                        .Json()
+                        .value("watcherId", "");
+  ASSERT_FALSE(id2.empty());
+  json poll2 = json{{"watcher_id", id2}};  // proto3-JSON's original name works too
+  EXPECT_EQ(Run(Envd("/filesystem.Filesystem/RemoveWatcher", token), poll2.dump()).status, 200);
+  EXPECT_EQ(Run(Envd("/filesystem.Filesystem/GetWatcherEvents", token), poll2.dump()).status, 404);
+
+  // The watch's own refusal is CreateWatcher's answer; no id is made.
+  Fake().watch_refusal = Error(Code::kS212, "not a directory or wrong type: /w");
+  Captured file = Run(Envd("/filesystem.Filesystem/CreateWatcher", token), R"({"path":"/w"})");
+  EXPECT_EQ(file.Json().value("code", ""), "invalid_argument") << file.body;
+  EXPECT_EQ(Run(Envd("/filesystem.Filesystem/GetWatcherEvents", token), R"({})").Json().value("code", ""),
+            "invalid_argument")
+      << "watcherId is required";
+  EXPECT_EQ(Run(Envd("/filesystem.Filesystem/GetWatcherEvents", token), R"({"watcherId":"nope"})").status,
+            404);
+}
+
+TEST(E2bEntryInfo, CarriesMetadataOnlyWhenThereIsSome) {
+  proto::FsEntry f;
+  f.name = "f";
+  f.mode = "0644";
+  f.owner = f.group = "user";
+  EXPECT_FALSE(EntryInfo(f, "/f").contains("metadata"));
+  f.metadata = {{"k", "v"}};
+  EXPECT_EQ(EntryInfo(f, "/f")["metadata"], json({{"k", "v"}}));
 }
 
 TEST_F(E2bApiTest, AFullDiskIs507AndAnUploadWithoutTheTokenWritesNothing) {

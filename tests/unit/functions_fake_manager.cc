@@ -168,7 +168,9 @@ Result<proto::ProcInputResult> FakeSandboxService::ProcessInput(const std::strin
 }
 
 Result<nlohmann::json> FakeSandboxService::FsWrite(const std::string& id, const std::string& path,
-                                                   uint32_t mode, bool parents, const ByteSource& source) {
+                                                   uint32_t mode, bool parents, const ByteSource& source,
+                                                   const proto::FileMetadata& metadata) {
+  Fake().write_metadata = metadata;
   SKIFF_RETURN_IF_ERROR(FakeLookup(id));
   Fake().write_path = path;
   Fake().write_mode = mode;

@@ -29,6 +29,7 @@ struct FakeState {
   std::string write_path, write_data;
   uint32_t write_mode = 0;
   bool write_parents = false;
+  proto::FileMetadata write_metadata;
   std::optional<Error> write_source_error;
   // FsRead
   std::string file;
@@ -96,7 +97,8 @@ class FakeSandboxService : public SandboxService {
   std::vector<CatalogEntry> CatalogList() override;
   Result<nlohmann::json> Fs(const std::string& sandbox_id, const proto::FsCall& call) override;
   Result<nlohmann::json> FsWrite(const std::string& sandbox_id, const std::string& path, uint32_t mode,
-                                 bool parents, const ByteSource& source) override;
+                                 bool parents, const ByteSource& source,
+                                 const proto::FileMetadata& metadata) override;
   Status FsRead(const std::string& sandbox_id, const std::string& path,
                 const std::function<void(const FsReadMeta&)>& on_meta, const ByteSink& sink) override;
   Status FsWatch(const std::string& sandbox_id, const proto::FsWatchRequest& req, FsWatchSink& sink) override;

@@ -95,7 +95,7 @@ TEST_F(TenantScopeTest, AnotherTenantsSandboxIsAnUnknownId) {
     return r.ok() ? OkStatus() : Status(r.error());
   };
   auto write = [&](const std::string& id) -> Status {
-    auto r = alice.FsWrite(id, "/f", 0644, false, [] { return Result<std::string>(std::string()); });
+    auto r = alice.FsWrite(id, "/f", 0644, false, [] { return Result<std::string>(std::string()); }, {});
     return r.ok() ? OkStatus() : Status(r.error());
   };
   auto read = [&](const std::string& id) {

@@ -257,6 +257,139 @@ test('watchDir: changes as they happen, new subdirectories followed, entries, st
   await assert.rejects(sbx.files.watchDir('/tmp/w/top.txt', () => {}), InvalidArgumentError)
 })
 
+test('file metadata: X-Metadata headers become user.e2b.* xattrs, read back by getInfo and list', async () => {
+  // python3 reads and sets the xattrs from inside the sandbox.
+  const sbx = await create({}, 'python')
+  if (ISOLATION === 'microvm') {
+    // The guest kernel's tmpfs keeps no user xattrs: a clear refusal, never
+    // a file written without its metadata.
+    await assert.rejects(sbx.files.write('/root/meta/a.txt', 'one', { metadata: { k: 'v' } }),
+      err => err instanceof SandboxError && /file metadata not supported/.test(err.message))
+    assert.equal(await sbx.files.exists('/root/meta/a.txt'), false)
+    await sbx.files.write('/root/meta/a.txt', 'plain')
+    assert.equal((await sbx.files.getInfo('/root/meta/a.txt')).metadata, undefined)
+    return
+  }
+  // Where the sandbox's files live (the overlay's writable layer) and /tmp.
+  for (const dir of ['/root/meta', '/tmp/meta']) {
+    const [written] = await sbx.files.write([{ path: `${dir}/a.txt`, data: 'one' }], { metadata: { Owner: 'Alice', tag: 'x y' } })
+    assert.deepEqual(written.metadata, { owner: 'Alice', tag: 'x y' }, `${dir}: keys lower-cased`)
+    // Stored as extended attributes on the file itself.
+    const attrs = await sbx.commands.run(`python3 -c "import os; p='${dir}/a.txt'; print(sorted((n, os.getxattr(p, n).decode()) for n in os.listxattr(p)))"`)
+    assert.equal(attrs.stdout.trim(), "[('user.e2b.owner', 'Alice'), ('user.e2b.tag', 'x y')]")
+    assert.deepEqual((await sbx.files.getInfo(`${dir}/a.txt`)).metadata, { owner: 'Alice', tag: 'x y' })
+    // Raw (octet-stream) uploads carry them too, and every file of a multi-file write gets them.
+    const [raw] = await sbx.files.write([{ path: `${dir}/raw.bin`, data: 'bytes' }], { metadata: { k: 'v' }, useOctetStream: true })
+    assert.deepEqual(raw.metadata, { k: 'v' })
+    const many = await sbx.files.write([{ path: `${dir}/m1`, data: '1' }, { path: `${dir}/m2`, data: '2' }], { metadata: { both: 'yes' } })
+    assert.deepEqual(many.map(f => f.metadata), [{ both: 'yes' }, { both: 'yes' }])
+    const listed = await sbx.files.list(dir)
+    assert.deepEqual(listed.find(e => e.name === 'm2').metadata, { both: 'yes' })
+    // Set from inside the sandbox by other means: shown.
+    await sbx.commands.run(`python3 -c "import os; os.setxattr('${dir}/m1', 'user.e2b.from-inside', b'set by python')"`)
+    assert.deepEqual((await sbx.files.getInfo(`${dir}/m1`)).metadata, { both: 'yes', 'from-inside': 'set by python' })
+    // An upload without metadata clears the old.
+    const [plain] = await sbx.files.write([{ path: `${dir}/a.txt`, data: 'two' }])
+    assert.equal(plain.metadata, undefined)
+    assert.equal((await sbx.files.getInfo(`${dir}/a.txt`)).metadata, undefined)
+    assert.equal(await sbx.files.read(`${dir}/a.txt`), 'two')
+  }
+  // Bad keys or values the SDK would refuse client-side: envd's 400.
+  const url = `${process.env.E2B_SANDBOX_URL}/files?path=/tmp/meta/bad.txt`
+  const headers = { 'content-type': 'application/octet-stream', 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': sbx.envdAccessToken ?? '' }
+  for (const [name, value] of [['X-Metadata-k', 'x'.repeat(2000)], ['X-Metadata-k', 'tab\there']]) {
+    const res = await fetch(url, { method: 'POST', headers: { ...headers, [name]: value }, body: 'data' })
+    assert.equal(res.status, 400, `${name}: ${value.slice(0, 20)}`)
+  }
+  assert.equal(await sbx.files.exists('/tmp/meta/bad.txt'), false)
+})
+
+// A Connect unary call of envd's Filesystem service, as the Python SDK's
+// sync client makes it (JSON codec): [status, body].
+async function filesystemCall (sbx, method, body) {
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/${method}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json', 'connect-protocol-version': '1',
+      'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': sbx.envdAccessToken ?? ''
+    },
+    body: JSON.stringify(body)
+  })
+  return [res.status, await res.json()]
+}
+
+test('polled watchers: CreateWatcher, GetWatcherEvents, RemoveWatcher (the Python SDK\'s watchDir)', async () => {
+  const sbx = await create()
+  await sbx.files.makeDir('/tmp/pw/sub')
+  const [st, created] = await filesystemCall(sbx, 'CreateWatcher', { path: '/tmp/pw', recursive: true, includeEntry: true })
+  assert.equal(st, 200, JSON.stringify(created))
+  const id = created.watcherId
+  assert.match(id, /^[0-9a-f]{32}$/)
+  const [, empty] = await filesystemCall(sbx, 'GetWatcherEvents', { watcherId: id })
+  assert.deepEqual(empty.events ?? [], [])
+  // A quiet watch stays set (it once ended after a second without events).
+  await new Promise(resolve => setTimeout(resolve, 2500))
+  await sbx.commands.run('echo hi > /tmp/pw/a.txt; echo deep > /tmp/pw/sub/b.txt; rm /tmp/pw/a.txt')
+  const seen = []
+  const has = (name, type) => seen.some(e => e.name === name && e.type === type)
+  for (const end = Date.now() + 30000; !(has('a.txt', 'EVENT_TYPE_REMOVE') && has('sub/b.txt', 'EVENT_TYPE_WRITE'));) {
+    assert.ok(Date.now() < end, `timed out waiting for the events: ${JSON.stringify(seen)}`)
+    const [s, got] = await filesystemCall(sbx, 'GetWatcherEvents', { watcherId: id })
+    assert.equal(s, 200, JSON.stringify(got))
+    seen.push(...(got.events ?? []))
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  assert.ok(has('a.txt', 'EVENT_TYPE_CREATE'), JSON.stringify(seen))
+  const sub = seen.find(e => e.name === 'sub/b.txt' && e.type === 'EVENT_TYPE_CREATE')
+  assert.equal(sub?.entry?.path, '/tmp/pw/sub/b.txt', 'entries when asked')
+  // Each event is answered once.
+  await sbx.commands.run('echo again > /tmp/pw/c.txt')
+  const later = []
+  for (const end = Date.now() + 30000; !later.some(e => e.name === 'c.txt');) {
+    assert.ok(Date.now() < end, 'timed out waiting for c.txt')
+    const [, got] = await filesystemCall(sbx, 'GetWatcherEvents', { watcherId: id })
+    later.push(...(got.events ?? []))
+  }
+  assert.ok(!later.some(e => e.name === 'a.txt'), JSON.stringify(later))
+
+  const [rs, removed] = await filesystemCall(sbx, 'RemoveWatcher', { watcherId: id })
+  assert.equal(rs, 200, JSON.stringify(removed))
+  // A removed or unknown id: not_found, as E2B answers.
+  for (const method of ['GetWatcherEvents', 'RemoveWatcher']) {
+    const [s, err] = await filesystemCall(sbx, method, { watcherId: id })
+    assert.equal(s, 404, JSON.stringify(err))
+    assert.equal(err.code, 'not_found')
+  }
+  // The watch's own errors: a missing directory, a file.
+  const [ms, missing] = await filesystemCall(sbx, 'CreateWatcher', { path: '/tmp/none' })
+  assert.equal(ms, 404)
+  assert.equal(missing.code, 'not_found')
+  await sbx.files.write('/tmp/pw/file', 'x')
+  const [fs, file] = await filesystemCall(sbx, 'CreateWatcher', { path: '/tmp/pw/file' })
+  assert.equal(fs, 400)
+  assert.equal(file.code, 'invalid_argument')
+  // Another sandbox's watcher is not this one's.
+  const [, mine] = await filesystemCall(sbx, 'CreateWatcher', { path: '/tmp/pw' })
+  const other = await create()
+  const [os, foreign] = await filesystemCall(other, 'GetWatcherEvents', { watcherId: mine.watcherId })
+  assert.equal(os, 404, JSON.stringify(foreign))
+  // The directory going away ends the watch: its last events, then not_found.
+  await sbx.commands.run('rm -r /tmp/pw')
+  let last
+  for (const end = Date.now() + 30000; ;) {
+    assert.ok(Date.now() < end, 'timed out waiting for the end of the watch')
+    const [s, got] = await filesystemCall(sbx, 'GetWatcherEvents', { watcherId: mine.watcherId })
+    if (s !== 200) { last = [s, got]; break }
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  assert.equal(last[0], 404, JSON.stringify(last[1]))
+  // The sandbox's kill removes its watchers: its envd is gone (502).
+  const [, kept] = await filesystemCall(other, 'CreateWatcher', { path: '/tmp' })
+  await other.kill()
+  const [ks] = await filesystemCall(other, 'GetWatcherEvents', { watcherId: kept.watcherId })
+  assert.equal(ks, 502)
+})
+
 test('signed URLs: download and upload without headers, expiry, exact refusals', async () => {
   const sbx = await create({ secure: true })
   await sbx.files.write('/tmp/signed.txt', 'signed content')
