@@ -120,8 +120,8 @@ int Route(const RouteFlags& f) {
 
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&ioc](const boost::system::error_code&, int) { ioc.stop(); });
-  SKIFF_LOG(Info) << "route: joining the engine at " << f.engine_url << " as the fleet's router (hosts: "
-                  << f.host_prefix << "*)";
+  SKIFF_LOG(Info) << "route: joining the engine at " << f.engine_url
+                  << " as the fleet's router (hosts: " << f.host_prefix << "*)";
   link.Start();
   ioc.run();
   {
@@ -144,10 +144,12 @@ void AddRouteCommand(CLI::App& app, int& rc) {
   auto* route = app.add_subcommand("route", "run a fleet's router in the foreground (docs/multihost.md)");
   auto f = std::make_shared<RouteFlags>();
   route->add_option("--engine", f->engine_url, "the iii engine's ws:// URL")->required();
-  route->add_option("--host-prefix", f->host_prefix, "namespace prefix of the fleet's hosts (default skiff.)");
+  route->add_option("--host-prefix", f->host_prefix,
+                    "namespace prefix of the fleet's hosts (default skiff.)");
   route->add_option("--probe-ms", f->probe_ms, "how often to probe the hosts (default 1000)");
-  route->add_option("--probe-deadline-ms", f->probe_deadline_ms,
-                    "a host that does not answer a probe within this is silent: no new sandboxes (default 2000)");
+  route->add_option(
+      "--probe-deadline-ms", f->probe_deadline_ms,
+      "a host that does not answer a probe within this is silent: no new sandboxes (default 2000)");
   route->callback([f, &rc] { rc = Route(*f); });
 }
 

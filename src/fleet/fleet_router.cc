@@ -63,7 +63,9 @@ std::optional<HostView> ViewOf(const std::string& ns, const json& s, std::string
   if (!s.is_object()) return std::nullopt;
   auto u32 = [&](const char* k) -> uint32_t {
     auto it = s.find(k);
-    return it != s.end() && it->is_number_unsigned() ? static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), UINT32_MAX)) : 0;
+    return it != s.end() && it->is_number_unsigned()
+               ? static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), UINT32_MAX))
+               : 0;
   };
   auto str = [&](const char* k) -> std::string {
     auto it = s.find(k);
@@ -92,7 +94,8 @@ std::string SCodeOf(const json& error_body) {
   if (!error_body.is_object()) return "";
   auto code = error_body.find("code");
   auto msg = error_body.find("message");
-  if (code == error_body.end() || *code != "invocation_failed" || msg == error_body.end() || !msg->is_string())
+  if (code == error_body.end() || *code != "invocation_failed" || msg == error_body.end() ||
+      !msg->is_string())
     return "";
   const std::string& m = msg->get_ref<const std::string&>();
   static constexpr std::string_view kPrefix = "handler error: ";
@@ -103,7 +106,8 @@ std::string SCodeOf(const json& error_body) {
   return c != inner.end() && c->is_string() ? c->get<std::string>() : "";
 }
 
-FleetRouter::FleetRouter(EngineCalls& calls, RouterOptions options) : calls_(calls), opt_(std::move(options)) {}
+FleetRouter::FleetRouter(EngineCalls& calls, RouterOptions options)
+    : calls_(calls), opt_(std::move(options)) {}
 
 Result<std::set<std::string>> FleetRouter::ListHosts() {
   CallOutcome o = CallAndWait(calls_, "engine::workers::list", "", json::object(), opt_.probe_deadline);
@@ -173,7 +177,8 @@ Invocation FleetRouter::Relay(const std::string& ns, const CallOutcome& o, const
     case Kind::kError:
       if (CalleeGone(o.body)) {
         RefreshConnected();
-        if (hosts_.StateOf(ns) == HostState::kLost && !sandbox_id.empty()) return Fail(HostLost(sandbox_id, ns));
+        if (hosts_.StateOf(ns) == HostState::kLost && !sandbox_id.empty())
+          return Fail(HostLost(sandbox_id, ns));
         if (hosts_.StateOf(ns) == HostState::kLost)
           return Fail(Platform("fleet", "host " + ns + " left the fleet during the call"));
       }
@@ -225,16 +230,20 @@ Result<Placement> FleetRouter::Locate(const std::string& id) {
 Invocation FleetRouter::ToAnyHost(const std::string& function_id, const json& payload) {
   std::vector<std::string> nss = hosts_.HealthyNamespaces();
   if (nss.empty()) return Fail(NoHosts());
-  return Relay(nss.front(), CallAndWait(calls_, function_id, nss.front(), payload, DeadlineFor(function_id, payload)),
-               "");
+  return Relay(nss.front(),
+               CallAndWait(calls_, function_id, nss.front(), payload, DeadlineFor(function_id, payload)), "");
 }
 
-Invocation FleetRouter::ToSandbox(const std::string& function_id, const json& payload, const std::string& id) {
+Invocation FleetRouter::ToSandbox(const std::string& function_id, const json& payload,
+                                  const std::string& id) {
   auto where = Locate(id);
   if (!where.ok()) return Fail(std::move(where).error());
   CallOutcome o = CallAndWait(calls_, function_id, where->ns, payload, DeadlineFor(function_id, payload));
   Invocation inv = Relay(where->ns, o, id);
-  if (inv.result && function_id == "sandbox::stop") locator_.Forget(id);
+  if (inv.result && function_id == "sandbox::stop") {
+    locator_.Forget(id);
+    hosts_.NoteStopped(where->ns);
+  }
   if (inv.result && function_id == "sandbox::fork" && inv.result->is_object()) {
     auto it = inv.result->find("sandboxes");
     if (it != inv.result->end() && it->is_array()) {
@@ -270,6 +279,8 @@ Invocation FleetRouter::Create(const json& payload) {
     order = hosts_.HealthyNamespaces();  // a snapshot lives on one host: find it by trying
   } else {
     order = RankHosts(hosts_.Healthy(), isolation);
+    // Full as last seen: S400 is answered only from the hosts' answers of now.
+    if (order.empty() && Probe().ok()) order = RankHosts(hosts_.Healthy(), isolation);
   }
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
@@ -299,8 +310,10 @@ Invocation FleetRouter::Create(const json& payload) {
 Invocation FleetRouter::Run(const json& payload) {
   if (!payload.is_object()) return ToAnyHost("sandbox::run", payload);
   std::string isolation;
-  if (auto it = payload.find("isolation"); it != payload.end() && it->is_string()) isolation = it->get<std::string>();
+  if (auto it = payload.find("isolation"); it != payload.end() && it->is_string())
+    isolation = it->get<std::string>();
   std::vector<std::string> order = RankHosts(hosts_.Healthy(), isolation);
+  if (order.empty() && Probe().ok()) order = RankHosts(hosts_.Healthy(), isolation);
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
     return Fail(Error(Code::kS400, "resource limit exceeded: no host of the fleet has room for a sandbox"));
@@ -324,7 +337,8 @@ Invocation FleetRouter::FanOut(const std::string& function_id, const json& paylo
   json merged = json::array();
   for (size_t i = 0; i < nss.size(); ++i) {
     const auto& a = answers[i];
-    if (a.kind == Kind::kError && !CalleeGone(a.body)) return Relay(nss[i], a, "");  // bad request: same for all
+    if (a.kind == Kind::kError && !CalleeGone(a.body))
+      return Relay(nss[i], a, "");  // bad request: same for all
     if (a.kind != Kind::kResult || !a.body.is_object() || !a.body.contains(key) || !a.body[key].is_array()) {
       hosts_.ProbeFailed(nss[i]);  // left out of this answer; the next probe decides
       continue;

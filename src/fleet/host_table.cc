@@ -38,6 +38,12 @@ void HostTable::NotePlaced(const std::string& ns) {
   if (it != hosts_.end() && it->second.view) it->second.view->sandboxes++;
 }
 
+void HostTable::NoteStopped(const std::string& ns) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = hosts_.find(ns);
+  if (it != hosts_.end() && it->second.view && it->second.view->sandboxes > 0) it->second.view->sandboxes--;
+}
+
 void HostTable::MarkLost(const std::string& ns) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = hosts_.find(ns);

@@ -34,6 +34,8 @@ class HostTable {
   // A create placed on `ns` succeeded: count it now, so creates between two
   // probes spread instead of all going to the host that looked emptiest.
   void NotePlaced(const std::string& ns);
+  // A sandbox on `ns` was stopped through the router: one less, as above.
+  void NoteStopped(const std::string& ns);
   // A call found `ns` gone before the next probe did.
   void MarkLost(const std::string& ns);
 

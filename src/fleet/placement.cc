@@ -13,7 +13,8 @@ std::vector<std::string> RankHosts(const std::vector<HostView>& hosts, const std
   };
   std::vector<Ranked> ok;
   for (const auto& h : hosts) {
-    if (!isolation.empty() && std::find(h.isolations.begin(), h.isolations.end(), isolation) == h.isolations.end())
+    if (!isolation.empty() &&
+        std::find(h.isolations.begin(), h.isolations.end(), isolation) == h.isolations.end())
       continue;
     if (h.max_sandboxes == 0 || h.sandboxes >= h.max_sandboxes) continue;
     double free_share = static_cast<double>(h.max_sandboxes - h.sandboxes) / h.max_sandboxes;

@@ -39,19 +39,19 @@ bool HostSchemas(std::string_view id, FunctionSchemas* s) {
     return true;
   }
   if (id == "skiff::host::has") {
-    s->request = Root(id, Object("Asks whether this host holds a sandbox", {{"sandbox_id", SandboxIdProp()}},
-                                 {"sandbox_id"}),
-                      json::array({{{"sandbox_id", kUuidEx}}}), true);
-    s->response = Root(
+    s->request = Root(
         id,
-        Object("Whether the sandbox lives here",
-               {{"sandbox_id", Str("Canonical form of the id asked about")},
-                {"has", Bool("True when a live sandbox of the caller has this id")},
-                {"state", Str("When has: \"running\", \"paused\" or \"stopping\"")}},
-               {"sandbox_id", "has"}),
-        json::array({{{"sandbox_id", kUuidEx}, {"has", true}, {"state", "running"}},
-                     {{"sandbox_id", kUuidEx}, {"has", false}}}),
-        false);
+        Object("Asks whether this host holds a sandbox", {{"sandbox_id", SandboxIdProp()}}, {"sandbox_id"}),
+        json::array({{{"sandbox_id", kUuidEx}}}), true);
+    s->response = Root(id,
+                       Object("Whether the sandbox lives here",
+                              {{"sandbox_id", Str("Canonical form of the id asked about")},
+                               {"has", Bool("True when a live sandbox of the caller has this id")},
+                               {"state", Str("When has: \"running\", \"paused\" or \"stopping\"")}},
+                              {"sandbox_id", "has"}),
+                       json::array({{{"sandbox_id", kUuidEx}, {"has", true}, {"state", "running"}},
+                                    {{"sandbox_id", kUuidEx}, {"has", false}}}),
+                       false);
     return true;
   }
   return false;

@@ -7,7 +7,8 @@
 namespace skiff::fleet {
 namespace {
 
-HostView Host(std::string ns, uint32_t max, uint32_t used, double load = 0, std::vector<std::string> iso = {"jail"}) {
+HostView Host(std::string ns, uint32_t max, uint32_t used, double load = 0,
+              std::vector<std::string> iso = {"jail"}) {
   HostView h;
   h.ns = std::move(ns);
   h.max_sandboxes = max;
@@ -19,7 +20,8 @@ HostView Host(std::string ns, uint32_t max, uint32_t used, double load = 0, std:
 }
 
 TEST(PlacementTest, MostFreeRoomFirstThenLeastLoad) {
-  std::vector<HostView> hosts = {Host("skiff.a", 10, 8), Host("skiff.b", 10, 2, 1.5), Host("skiff.c", 10, 2, 0.2)};
+  std::vector<HostView> hosts = {Host("skiff.a", 10, 8), Host("skiff.b", 10, 2, 1.5),
+                                 Host("skiff.c", 10, 2, 0.2)};
   EXPECT_EQ(RankHosts(hosts, ""), (std::vector<std::string>{"skiff.c", "skiff.b", "skiff.a"}));
 }
 

@@ -27,7 +27,7 @@ class FakeEngine final : public EngineCalls {
   };
   std::map<std::string, FakeHost> hosts;
   std::set<std::string> connected;
-  bool legacy = false;  // workers listed without a namespace (iii 0.22)
+  bool legacy = false;                                     // workers listed without a namespace (iii 0.22)
   std::vector<std::pair<std::string, std::string>> calls;  // (function, namespace)
 
   static json SError(const std::string& code, const std::string& message) {
@@ -49,7 +49,8 @@ class FakeEngine final : public EngineCalls {
       json ws = json::array();
       ws.push_back(legacy ? json{{"name", "other"}, {"id", "w0"}}
                           : json{{"name", "iii-sandbox"}, {"id", "router"}, {"namespace", "default"}});
-      for (const auto& n : connected) ws.push_back({{"name", "iii-sandbox"}, {"id", "w-" + n}, {"namespace", n}});
+      for (const auto& n : connected)
+        ws.push_back({{"name", "iii-sandbox"}, {"id", "w-" + n}, {"namespace", n}});
       ws.push_back({{"name", "iii-sandbox"}, {"id", "x"}, {"namespace", "other.team"}});  // not a host
       return {Kind::kResult, {{"workers", ws}}};
     }
@@ -188,8 +189,8 @@ TEST_F(FleetRouterTest, ALostHostsSandboxesAreHostLostNotUnknown) {
   EXPECT_EQ(inv.error->code(), Code::kS301);
   EXPECT_NE(inv.error->message().find(host), std::string::npos);
   // An id no host ever had is still "not found".
-  Invocation unknown =
-      router.Handle("sandbox::exec", {{"sandbox_id", "11111111-2222-4333-8444-555555555555"}, {"cmd", "true"}});
+  Invocation unknown = router.Handle(
+      "sandbox::exec", {{"sandbox_id", "11111111-2222-4333-8444-555555555555"}, {"cmd", "true"}});
   ASSERT_TRUE(unknown.error);
   EXPECT_EQ(unknown.error->code(), Code::kS002);
   // New creates avoid the lost host.

@@ -85,7 +85,7 @@ TEST(ErrorTable, TypesStatusesRetryable) {
       {Code::kS218, "transient", 503, true},   {Code::kS219, "filesystem", 500, false},
       {Code::kS220, "validation", 404, false}, {Code::kS221, "validation", 409, false},
       {Code::kS222, "execution", 502, false},  {Code::kS300, "platform", 500, false},
-      {Code::kS400, "config", 429, false},
+      {Code::kS301, "platform", 502, false},   {Code::kS400, "config", 429, false},
   };
   ASSERT_EQ(rows.size(), AllCodes().size());
   for (const Row& r : rows) {

@@ -486,7 +486,7 @@ TEST_F(Handlers, FunctionsList) {
   auto all = Call("engine::functions::list", nullptr);
   ASSERT_TRUE(all.ok());
   std::vector<std::string> ids = Ids(*all);
-  EXPECT_EQ(ids.size(), 31u);
+  EXPECT_EQ(ids.size(), 33u);  // 31 sandbox::*, 2 skiff::host::*
   EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
   for (const auto& f : (*all)["functions"]) {
     EXPECT_EQ(f["worker_name"], "iii-sandbox");
@@ -494,7 +494,7 @@ TEST_F(Handlers, FunctionsList) {
     EXPECT_FALSE(f.contains("metadata"));
   }
   auto internal = Call("engine::functions::list", {{"include_internal", true}});
-  EXPECT_EQ(Ids(*internal).size(), 34u);
+  EXPECT_EQ(Ids(*internal).size(), 36u);
   auto fs = Call("engine::functions::list", {{"prefix", "sandbox::fs::"}});
   EXPECT_EQ(Ids(*fs).size(), 10u);
   auto w = Call("engine::functions::list", {{"include_internal", true}, {"worker", "iii-engine-functions"}});

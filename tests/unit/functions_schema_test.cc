@@ -37,12 +37,16 @@ const std::vector<std::string> kSandboxIds = {
 
 TEST(Registry, ExactlyTheContractFunctions) {
   std::set<std::string> ids;
-  int sandbox = 0, engine = 0;
+  int sandbox = 0, engine = 0, host = 0;
   for (const FunctionDef& d : Functions()) {
     ids.insert(d.id);
     EXPECT_FALSE(d.description.empty()) << d.id;
     EXPECT_TRUE(d.handler) << d.id;
-    if (d.id.rfind("sandbox::", 0) == 0) {
+    if (d.id.rfind("skiff::host::", 0) == 0) {
+      ++host;  // a fleet router's questions to one host (docs/multihost.md)
+      EXPECT_EQ(d.worker_name, "iii-sandbox");
+      EXPECT_FALSE(d.internal);
+    } else if (d.id.rfind("sandbox::", 0) == 0) {
       ++sandbox;
       EXPECT_EQ(d.worker_name, "iii-sandbox");
       EXPECT_FALSE(d.internal);
@@ -55,6 +59,7 @@ TEST(Registry, ExactlyTheContractFunctions) {
   }
   EXPECT_EQ(sandbox, 31);
   EXPECT_EQ(engine, 3);
+  EXPECT_EQ(host, 2);
   for (const auto& id : kSandboxIds) EXPECT_TRUE(ids.count(id)) << id;
   for (const char* id : {"engine::functions::list", "engine::functions::info", "engine::channels::create"}) {
     EXPECT_TRUE(ids.count(id)) << id;
