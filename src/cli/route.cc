@@ -44,8 +44,12 @@ class LinkCalls final : public fleet::EngineCalls {
   explicit LinkCalls(api::WorkerLink*& link) : link_(link) {}
   void Call(const std::string& function_id, const std::string& ns, nlohmann::json data,
             std::chrono::milliseconds deadline, std::function<void(fleet::CallOutcome)> done) override {
+    if (closed) return done(fleet::CallOutcome{fleet::CallOutcome::Kind::kLinkLost, nlohmann::json()});
     link_->Call(function_id, ns, std::move(data), deadline, std::move(done));
   }
+  // Set once the router is shutting down: its event loop no longer runs,
+  // so calls end at once instead of waiting out their deadlines.
+  std::atomic<bool> closed{false};
 
  private:
   api::WorkerLink*& link_;
@@ -124,6 +128,7 @@ int Route(const RouteFlags& f) {
                   << " as the fleet's router (hosts: " << f.host_prefix << "*)";
   link.Start();
   ioc.run();
+  calls.closed = true;
   {
     std::lock_guard<std::mutex> l(mu);
     stopping = true;
