@@ -41,12 +41,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/text.h"
 #include "engine_double/builtins.h"
 #include "engine_double/connection.h"
 #include "engine_double/registry.h"
@@ -242,14 +242,6 @@ class EngineDouble {
   }
   engine_double::Registry::IsLive Live() {
     return [this](const std::string& w) { return IsLive(w); };
-  }
-  std::string NewUuid() {
-    std::uniform_int_distribution<int> d(0, 15);
-    std::string s = "xxxxxxxx-xxxx-4xxx-8xxx-xxxxxxxxxxxx";
-    for (auto& ch : s) {
-      if (ch == 'x') ch = "0123456789abcdef"[d(rng_)];
-    }
-    return s;
   }
   // protocol.rs: invocation ids are `Uuid`; a frame whose id is not one does
   // not decode, and the engine only logs "json decode error" (handle_worker).
@@ -495,7 +487,7 @@ class EngineDouble {
       if (target && !target->cleaned) {
         // handle_invocation: the caller's id is reused, a void call gets a
         // fresh one; both ends track it so a disconnect can halt it.
-        json fwd_id = inv.is_null() ? json(NewUuid()) : inv;
+        json fwd_id = inv.is_null() ? json(skiff::NewUuid()) : inv;
         const std::string key = fwd_id.get<std::string>();
         pending_[key] = Pending{c, inv, fn, target};
         if (!inv.is_null()) c->invocations.insert(key);
@@ -658,7 +650,7 @@ class EngineDouble {
       if (!f || !live_.count(f->owner)) continue;
       auto target = live_[f->owner];
       if (target->cleaned) continue;
-      std::string id = NewUuid();
+      std::string id = skiff::NewUuid();
       pending_[id] = Pending{{}, json(), t.function_id, target};
       target->invocations.insert(id);
       target->Send(json{{"type", "invokefunction"},
@@ -711,7 +703,6 @@ class EngineDouble {
   engine_double::StateStore state_;
   std::map<std::string, Pending> pending_;
   std::vector<Trigger> triggers_;
-  std::mt19937_64 rng_{std::random_device{}()};
   // Shared with the test thread:
   std::mutex mu_;
   std::condition_variable cv_;

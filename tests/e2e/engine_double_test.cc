@@ -20,11 +20,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/text.h"
 #include "engine_double.h"
 
 namespace skiff::e2e {
@@ -166,16 +166,6 @@ class RawClient {
   std::string worker_id_;
 };
 
-std::string Uuid() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<int> d(0, 15);
-  std::string s = "xxxxxxxx-xxxx-4xxx-9xxx-xxxxxxxxxxxx";
-  for (auto& c : s) {
-    if (c == 'x') c = "0123456789abcdef"[d(rng)];
-  }
-  return s;
-}
-
 // What the SDKs send: engine::workers::register as a void call.
 json Announce(const std::string& name, const std::string& ns, json pid = 4242) {
   json data{{"name", name}, {"runtime", "test"}, {"version", "1.0.0"}, {"os", "linux"}};
@@ -247,7 +237,7 @@ TEST(EngineDoubleTest, NamespacesKeepSameIdsApartAndRouteByNamespace) {
 
   // To skiff.b: forwarded with the caller's id, the caller's worker id in
   // data, no namespace; the answer relayed with the caller's id.
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "sandbox::run", {{"code", "echo"}}, "skiff.b"));
   auto in_b = b->WaitInvoke("sandbox::run");
   ASSERT_TRUE(in_b);
@@ -265,7 +255,7 @@ TEST(EngineDoubleTest, NamespacesKeepSameIdsApartAndRouteByNamespace) {
   EXPECT_EQ(a->Count("invokefunction"), 0u);
 
   // To skiff.a: only a sees it.
-  std::string inv2 = Uuid();
+  std::string inv2 = NewUuid();
   caller.Send(Call(inv2, "sandbox::run", {{"code", "ls"}}, "skiff.a"));
   auto in_a = a->WaitInvoke("sandbox::run");
   ASSERT_TRUE(in_a);
@@ -277,7 +267,7 @@ TEST(EngineDoubleTest, NamespacesKeepSameIdsApartAndRouteByNamespace) {
   EXPECT_EQ(b->Count("invokefunction"), 1u);
 
   // No namespace means `default`, where the id is not registered.
-  std::string inv3 = Uuid();
+  std::string inv3 = NewUuid();
   caller.Send(Call(inv3, "sandbox::run", json::object()));
   auto r3 = caller.WaitResult(inv3);
   ASSERT_TRUE(r3);
@@ -307,7 +297,7 @@ TEST(EngineDoubleTest, InvocationIdsAreUuids) {
 TEST(EngineDoubleTest, UnknownFunctionAnswersTheEnginesError) {
   EngineDouble eng;
   RawClient caller(eng.port());
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "nope::missing", json::object(), "skiff.z"));
   auto r = caller.WaitResult(inv);
   ASSERT_TRUE(r);
@@ -383,7 +373,7 @@ TEST(EngineDoubleTest, DisconnectStopsCallsRemovesFunctionsAndFreesTheLeases) {
   EngineDouble eng;
   auto host = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::run", "sandbox::exec"});
   RawClient caller(eng.port());
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "sandbox::run", json::object(), "skiff.h1"));
   ASSERT_TRUE(host->WaitInvoke("sandbox::run"));
   host->Drop();
@@ -395,7 +385,7 @@ TEST(EngineDoubleTest, DisconnectStopsCallsRemovesFunctionsAndFreesTheLeases) {
                       {"error", {{"code", "invocation_stopped"}, {"message", "Invocation stopped"}}}}));
   EXPECT_TRUE(WaitUnregistered(eng, "skiff.h1", "sandbox::run"));
   EXPECT_TRUE(WaitUnregistered(eng, "skiff.h1", "sandbox::exec"));
-  std::string inv2 = Uuid();
+  std::string inv2 = NewUuid();
   caller.Send(Call(inv2, "sandbox::exec", json::object(), "skiff.h1"));
   auto r2 = caller.WaitResult(inv2);
   ASSERT_TRUE(r2);
@@ -404,7 +394,7 @@ TEST(EngineDoubleTest, DisconnectStopsCallsRemovesFunctionsAndFreesTheLeases) {
   // The restarted host takes its name and ids back and serves again.
   auto again = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::run"});
   EXPECT_EQ(again->Count("registrationrejected"), 0u);
-  std::string inv3 = Uuid();
+  std::string inv3 = NewUuid();
   caller.Send(Call(inv3, "sandbox::run", json::object(), "skiff.h1"));
   auto in = again->WaitInvoke("sandbox::run");
   ASSERT_TRUE(in);
@@ -419,14 +409,14 @@ TEST(EngineDoubleTest, VoidCallsGetNoResult) {
   auto host = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::kill"});
   RawClient caller(eng.port());
   // action void with an id, then no id at all: forwarded with fresh ids.
-  std::string void_id = Uuid();
+  std::string void_id = NewUuid();
   json v = Call(void_id, "sandbox::kill", {{"n", 1}}, "skiff.h1");
   v["action"] = {{"type", "void"}};
   caller.Send(v);
   json no_id = Call("", "sandbox::kill", {{"n", 2}}, "skiff.h1");
   no_id.erase("invocation_id");
   caller.Send(no_id);
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "sandbox::kill", {{"n", 3}}, "skiff.h1"));
   for (int n = 1; n <= 3; ++n) {
     auto in = host->WaitFor([&](const json& m) {
@@ -457,7 +447,7 @@ TEST(EngineDoubleTest, WorkersListShowsConnectedWorkers) {
   // The double handles frames one at a time: once no-pid's announce is
   // recorded, it is applied before the caller's list call.
   ASSERT_TRUE(eng.WaitFor([](const EngineDouble::Received& r) { return r.conn == 2; }, kWait));
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "engine::workers::list", json::object()));
   auto r = caller.WaitResult(inv);
   ASSERT_TRUE(r);
@@ -482,7 +472,7 @@ TEST(EngineDoubleTest, StateSetGetDelete) {
   EngineDouble eng;
   RawClient caller(eng.port());
   auto call = [&](const std::string& fn, json data) {
-    std::string inv = Uuid();
+    std::string inv = NewUuid();
     caller.Send(Call(inv, fn, std::move(data)));
     auto r = caller.WaitResult(inv);
     EXPECT_TRUE(r) << fn;
@@ -580,7 +570,7 @@ TEST(EngineDoubleTest, Legacy022LastRegistrantWins) {
   ASSERT_TRUE(WaitRegistered(eng, "default", "sandbox::run", b->worker_id()));
   EXPECT_EQ(b->Count("registrationrejected"), 0u);
   RawClient caller(eng.port());
-  std::string inv = Uuid();
+  std::string inv = NewUuid();
   caller.Send(Call(inv, "sandbox::run", json::object(), "skiff.a"));
   auto in = b->WaitInvoke("sandbox::run");
   ASSERT_TRUE(in);
@@ -598,7 +588,7 @@ TEST(EngineDoubleTest, Legacy022LastRegistrantWins) {
   EXPECT_EQ(eng.FunctionOwners().at({"default", "sandbox::run"}), b->worker_id());
   b->Drop();
   EXPECT_TRUE(WaitUnregistered(eng, "default", "sandbox::run"));
-  std::string inv2 = Uuid();
+  std::string inv2 = NewUuid();
   caller.Send(Call(inv2, "sandbox::run", json::object()));
   auto r2 = caller.WaitResult(inv2);
   ASSERT_TRUE(r2);
