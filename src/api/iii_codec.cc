@@ -123,6 +123,21 @@ std::string DescribeRejection(const json& m, const std::string& ns) {
          json(owner).dump();
 }
 
+std::string DescribeConnectionError(const json& m) {
+  std::string code, message;
+  if (auto it = m.find("error"); it != m.end() && it->is_object()) {
+    code = StringField(*it, "code");
+    message = StringField(*it, "message");
+  }
+  if (message.size() > 300) message = message.substr(0, 300) + "...";
+  std::string said = json(message).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (code == "AUTH_ERROR") {
+    return "its auth function did not admit it (AUTH_ERROR: " + said +
+           "); check the credential (engine_token_file) and what the auth function expects";
+  }
+  return "error " + json(code).dump(-1, ' ', false, json::error_handler_t::replace) + ": " + said;
+}
+
 std::string RegisterFunction(const FunctionDef& f) {
   return Dump({{"type", "registerfunction"},
                {"id", f.id},

@@ -86,6 +86,10 @@ std::string RegisterWorker(const std::string& version, const std::string& os, lo
 // A person's account of a registrationrejected `m` for a worker in `ns`
 // ("" = default): what conflicts with what, and what to change.
 std::string DescribeRejection(const nlohmann::json& m, const std::string& ns);
+// A person's account of the engine's `{"type":"error","error":{code,message}}`
+// sent before it closes a connection it did not admit (its auth function
+// refused or failed); the engine's text quoted and cut to 300 bytes.
+std::string DescribeConnectionError(const nlohmann::json& m);
 std::string RegisterFunction(const FunctionDef& f);
 // A call this worker makes through the engine: invokefunction with an
 // invocation id, routed to namespace `ns` ("" = default, field left out).

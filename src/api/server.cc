@@ -136,8 +136,16 @@ void RaiseNofile(const Config& config) {
 // ============================================================ Server
 
 Result<std::unique_ptr<Server>> Server::Create(SandboxService& manager, Config config) {
+  std::optional<EngineLinkOptions> engine_link;
+  if (config.engine_url) {
+    auto o = LoadEngineLinkOptions(*config.engine_url, config.engine_ca_file, config.engine_token_file);
+    if (!o.ok()) return std::move(o).error().With("worker mode");
+    engine_link = std::move(*o);
+  }
   try {
-    return std::unique_ptr<Server>(new Server(manager, std::move(config)));
+    auto server = std::unique_ptr<Server>(new Server(manager, std::move(config)));
+    server->impl_->engine_link = std::move(engine_link);
+    return server;
   } catch (const std::system_error& e) {  // the pool's threads could not all be started
     int err = e.code().value() != 0 ? e.code().value() : EAGAIN;
     return Error::Sys(Code::kS300, "pthread_create", "api pool", err).With("starting the server");
@@ -213,7 +221,7 @@ void Server::Run() {
   if (s.tcp_acceptor) AcceptLoop<tcp>(s, *s.tcp_acceptor, s.tcp_backoff);
   if (s.unix_acceptor) AcceptLoop<unix_sock>(s, *s.unix_acceptor, s.unix_backoff);
   s.ScheduleSweep();
-  if (s.config.engine_url) {
+  if (s.engine_link) {
     WorkerHooks hooks;
     hooks.iii_namespace = s.config.iii_namespace.value_or("");
     hooks.call = [&s](const std::string& id, const json& payload) {
@@ -230,7 +238,7 @@ void Server::Run() {
     hooks.rejected = [&s]() {
       if (s.on_rejected) s.on_rejected();
     };
-    s.worker = std::make_unique<WorkerLink>(s.ioc, *s.config.engine_url, std::move(hooks));
+    s.worker = std::make_unique<WorkerLink>(s.ioc, *s.engine_link, std::move(hooks));
     s.worker->Start();
   }
   // A handler that throws unwinds out of run(); the loop carries on with

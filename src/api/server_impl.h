@@ -154,8 +154,9 @@ struct Server::Impl {
   std::string busy_response;                    // the 503 S400 a connection over the cap gets
   std::optional<std::string> accel;             // "kvm" | "tcg" | nullopt
   std::atomic<bool> stopping{false};
-  std::unique_ptr<WorkerLink> worker;  // worker mode (engine_url set)
-  std::function<void()> on_rejected;   // worker registration rejected
+  std::optional<EngineLinkOptions> engine_link;  // worker mode (engine_url set), checked at Create
+  std::unique_ptr<WorkerLink> worker;
+  std::function<void()> on_rejected;  // worker registration rejected
   // The bearer tokens callers may present (Config::Keys; empty: no auth)
   // and, with tenancy on, each key's view of the sandboxes, by key name,
   // plus worker mode's (kEngineTenant). docs/configuration.md#tenants.

@@ -5,11 +5,11 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <deque>
 #include <future>
 #include <map>
 
+#include "api/engine_socket.h"
 #include "api/http_util.h"
 #include "api/iii_codec.h"
 #include "base/log.h"
@@ -22,44 +22,20 @@
 namespace skiff::api {
 
 namespace beast = boost::beast;
-namespace websocket = beast::websocket;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::json;
 
-bool ParseWsUrl(const std::string& url, WsUrl* out) {
-  std::string rest;
-  if (url.rfind("ws://", 0) == 0)
-    rest = url.substr(5);
-  else
-    return false;  // wss:// needs TLS, which skiffd does not link
-  auto slash = rest.find('/');
-  std::string hostport = rest.substr(0, slash);
-  out->path = slash == std::string::npos ? "/" : rest.substr(slash);
-  auto colon = hostport.rfind(':');
-  if (colon == std::string::npos || hostport.back() == ']') {
-    out->host = hostport;
-    out->port = "80";
-  } else {
-    out->host = hostport.substr(0, colon);
-    out->port = hostport.substr(colon + 1);
-  }
-  if (!out->host.empty() && out->host.front() == '[' && out->host.back() == ']') {
-    out->host = out->host.substr(1, out->host.size() - 2);
-  }
-  return !out->host.empty() && !out->port.empty();
-}
-
 struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
-  State(net::io_context& i, std::string u, WorkerHooks h)
-      : ioc(i), url(std::move(u)), hooks(std::move(h)), resolver(i), retry(i), ping(i), settle(i) {}
+  State(net::io_context& i, EngineLinkOptions o, WorkerHooks h)
+      : ioc(i), options(std::move(o)), hooks(std::move(h)), resolver(i), retry(i), ping(i), settle(i) {}
 
   net::io_context& ioc;
-  std::string url;
+  const EngineLinkOptions options;
   WorkerHooks hooks;
   tcp::resolver resolver;
   net::steady_timer retry, ping, settle;
-  std::unique_ptr<websocket::stream<beast::tcp_stream>> ws;
+  std::unique_ptr<EngineSocket> ws;
   beast::flat_buffer in;
   std::deque<std::string> out;
   bool writing = false;
@@ -68,6 +44,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
   bool standing_by = false;  // lost a worker-name conflict; retrying (standby_on_conflict)
   uint64_t generation = 0;   // bumps on every (re)connect; stale callbacks check it
   std::string worker_id, reattach_token;
+  std::string refusal;  // the engine's last connection error, logged once
   std::chrono::steady_clock::time_point last_rx;
   // Calls this worker made (Call), by invocation id.
   struct Pending {
@@ -113,36 +90,27 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
 
   void Connect() {
     if (stopped) return;
-    WsUrl u;
-    if (!ParseWsUrl(url, &u)) {
-      SKIFF_LOG(Error) << "worker: bad engine_url " << url;
-      return;
-    }
     auto self = shared_from_this();
     uint64_t gen = ++generation;
+    const WsUrl& u = options.parsed;
     resolver.async_resolve(
-        u.host, u.port, [self, u, gen](beast::error_code ec, const tcp::resolver::results_type& res) {
+        u.host, u.port, [self, gen](beast::error_code ec, const tcp::resolver::results_type& res) {
           if (gen != self->generation) return;
           if (ec) return self->Retry("resolve: " + ec.message());
-          self->ws = std::make_unique<websocket::stream<beast::tcp_stream>>(self->ioc);
-          beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(10));
-          beast::get_lowest_layer(*self->ws).async_connect(
-              res, [self, u, gen](beast::error_code ec, const tcp::endpoint&) {
-                if (gen != self->generation) return;
-                if (ec) return self->Retry("connect: " + ec.message());
-                beast::get_lowest_layer(*self->ws).expires_never();
-                auto opt = websocket::stream_base::timeout::suggested(beast::role_type::client);
-                opt.handshake_timeout = std::chrono::seconds(10);
-                self->ws->set_option(opt);
-                self->ws->read_message_max(kMaxPayloadBytes);
-                self->ws->async_handshake(u.host + ":" + u.port, u.path, [self, gen](beast::error_code ec) {
-                  if (gen != self->generation) return;
-                  if (ec) return self->Retry("handshake: " + ec.message());
-                  self->last_rx = std::chrono::steady_clock::now();
-                  self->Read(gen);
-                  self->SchedulePing(gen);
-                });
-              });
+          self->ws = std::make_unique<EngineSocket>(self->ioc, self->options, kMaxPayloadBytes);
+          self->ws->AsyncOpen(res, [self, gen](const std::string& error) {
+            if (gen != self->generation) return;
+            if (!error.empty() && error.rfind("TLS", 0) == 0 && error != self->refusal) {
+              // Not an engine that is not up yet: one this host will not trust
+              // (docs/multihost.md#tls). Said loudly, once per reason.
+              SKIFF_LOG(Error) << "worker: cannot trust the engine at " << self->options.url << ": " << error;
+              self->refusal = error;
+            }
+            if (!error.empty()) return self->Retry(error);
+            self->last_rx = std::chrono::steady_clock::now();
+            self->Read(gen);
+            self->SchedulePing(gen);
+          });
         });
   }
 
@@ -160,10 +128,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     out.clear();
     writing = false;
     FailAllPending();
-    if (ws) {
-      beast::error_code ec;
-      beast::get_lowest_layer(*ws).socket().close(ec);
-    }
+    if (ws) ws->Close();
     auto self = shared_from_this();
     retry.expires_after(std::chrono::seconds(2));
     retry.async_wait([self](beast::error_code ec) {
@@ -179,7 +144,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       if (std::chrono::steady_clock::now() - self->last_rx > std::chrono::seconds(60)) {
         return self->Retry("no traffic for 60 s");
       }
-      self->ws->async_ping({}, [](beast::error_code) {});
+      self->ws->AsyncPing();
       self->SchedulePing(gen);
     });
   }
@@ -195,24 +160,21 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       return;
     }
     writing = true;
-    ws->text(true);
     auto self = shared_from_this();
-    ws->async_write(net::buffer(out.front()), [self, gen](beast::error_code ec, size_t) {
+    ws->AsyncWrite(out.front(), [self, gen](const std::string& error, size_t) {
       if (gen != self->generation) return;
       if (!self->out.empty()) self->out.pop_front();
-      if (ec) return self->Retry("write: " + ec.message());
+      if (!error.empty()) return self->Retry("write: " + error);
       self->WriteNext(gen);
     });
   }
 
   void Read(uint64_t gen) {
     auto self = shared_from_this();
-    ws->control_callback([self](websocket::frame_type, beast::string_view) {
-      self->last_rx = std::chrono::steady_clock::now();
-    });
-    ws->async_read(in, [self, gen](beast::error_code ec, size_t) {
+    ws->OnControlFrame([self]() { self->last_rx = std::chrono::steady_clock::now(); });
+    ws->AsyncRead(in, [self, gen](const std::string& error, size_t) {
       if (gen != self->generation) return;
-      if (ec) return self->Retry("read: " + ec.message());
+      if (!error.empty()) return self->Retry("read: " + error);
       self->last_rx = std::chrono::steady_clock::now();
       std::string msg = beast::buffers_to_string(self->in.data());
       self->in.consume(self->in.size());
@@ -246,6 +208,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       worker_id = iii::StringField(m, "worker_id");
       reattach_token = iii::StringField(m, "reattach_token");
       if (!old_id.empty()) Send(iii::Reattach(old_id, old_token));
+      refusal.clear();
       up = false;
       Register();
       up = true;
@@ -276,6 +239,13 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
       SKIFF_LOG(Error) << "worker: registration rejected (" << iii::StringField(m, "code")
                        << "): " << iii::DescribeRejection(m, hooks.iii_namespace) << "; exiting";
       if (hooks.rejected) hooks.rejected();
+    } else if (type == "error") {
+      // The engine refused the connection before any registration: its auth
+      // function said no (AUTH_ERROR) or failed. It closes the socket next;
+      // the link retries, saying so once per distinct answer.
+      std::string why = iii::DescribeConnectionError(m);
+      if (why != refusal) SKIFF_LOG(Error) << "worker: the engine refused this connection: " << why;
+      refusal = why;
     } else if (type == "ping") {
       Send(iii::Pong());
     } else if (type == "invocationresult") {
@@ -327,8 +297,8 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
   }
 };
 
-WorkerLink::WorkerLink(net::io_context& ioc, std::string engine_url, WorkerHooks hooks)
-    : s_(std::make_shared<State>(ioc, std::move(engine_url), std::move(hooks))) {}
+WorkerLink::WorkerLink(net::io_context& ioc, EngineLinkOptions options, WorkerHooks hooks)
+    : s_(std::make_shared<State>(ioc, std::move(options), std::move(hooks))) {}
 
 WorkerLink::~WorkerLink() { Stop(); }
 
@@ -346,10 +316,7 @@ void WorkerLink::Stop() {
     s->retry.cancel();
     s->ping.cancel();
     s->settle.cancel();
-    if (s->ws) {
-      beast::error_code ec;
-      beast::get_lowest_layer(*s->ws).socket().close(ec);
-    }
+    if (s->ws) s->ws->Close();
   });
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/engine_link_options.h"
 #include "api/iii_codec.h"
 #include "base/error.h"
 #include "functions/registry.h"
@@ -45,7 +46,7 @@ using iii::CallOutcome;
 
 class WorkerLink {
  public:
-  WorkerLink(boost::asio::io_context& ioc, std::string engine_url, WorkerHooks hooks);
+  WorkerLink(boost::asio::io_context& ioc, EngineLinkOptions options, WorkerHooks hooks);
   ~WorkerLink();
   // Starts connecting (on the event loop).
   void Start();
@@ -66,11 +67,5 @@ class WorkerLink {
  private:
   std::shared_ptr<State> s_;
 };
-
-// Splits ws://host:port/path; nullopt-like empty host on failure.
-struct WsUrl {
-  std::string host, port, path;
-};
-bool ParseWsUrl(const std::string& url, WsUrl* out);
 
 }  // namespace skiff::api

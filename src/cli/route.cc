@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -26,12 +27,13 @@
 #include "cli/commands.h"
 #include "fleet/fleet_router.h"
 #include "functions/errors.h"
+#include "sandbox/config.h"
 
 namespace skiff::cli {
 namespace {
 
 struct RouteFlags {
-  std::string engine_url;
+  std::string engine_url, engine_ca_file, engine_token_file;
   std::string host_prefix = "skiff.";
   uint32_t probe_ms = 1000;
   uint32_t probe_deadline_ms = 2000;
@@ -56,8 +58,15 @@ class LinkCalls final : public fleet::EngineCalls {
 };
 
 int Route(const RouteFlags& f) {
-  if (f.engine_url.rfind("ws://", 0) != 0 || f.engine_url.size() <= 5) {
-    std::fprintf(stderr, "skiff route: --engine: expected a ws://host:port URL\n");
+  if (auto why = EngineUrlProblem(f.engine_url); !why.empty()) {
+    std::fprintf(stderr, "skiff route: --engine: %s\n", why.c_str());
+    return kExitConfig;
+  }
+  auto link_options = api::LoadEngineLinkOptions(
+      f.engine_url, f.engine_ca_file.empty() ? std::nullopt : std::optional<std::string>(f.engine_ca_file),
+      f.engine_token_file.empty() ? std::nullopt : std::optional<std::string>(f.engine_token_file));
+  if (!link_options.ok()) {
+    std::fprintf(stderr, "skiff route: %s\n", link_options.error().message().c_str());
     return kExitConfig;
   }
   if (f.host_prefix.empty()) {
@@ -96,7 +105,7 @@ int Route(const RouteFlags& f) {
     exit_code = 3;
     ioc.stop();
   };
-  api::WorkerLink link(ioc, f.engine_url, std::move(hooks));
+  api::WorkerLink link(ioc, std::move(*link_options), std::move(hooks));
   link_ptr = &link;
 
   // The probe loop: which hosts exist and how full they are.
@@ -148,7 +157,13 @@ int Route(const RouteFlags& f) {
 void AddRouteCommand(CLI::App& app, int& rc) {
   auto* route = app.add_subcommand("route", "run a fleet's router in the foreground (docs/multihost.md)");
   auto f = std::make_shared<RouteFlags>();
-  route->add_option("--engine", f->engine_url, "the iii engine's ws:// URL")->required();
+  route->add_option("--engine", f->engine_url, "the iii engine's URL (wss://, or ws:// on this machine)")
+      ->required();
+  route->add_option(
+      "--engine-ca", f->engine_ca_file,
+      "wss:// only: trust the engine's certificate when it chains to these CA certificates (PEM)");
+  route->add_option("--engine-token-file", f->engine_token_file,
+                    "send the credential in this file (mode 600) to the engine's auth function");
   route->add_option("--host-prefix", f->host_prefix,
                     "namespace prefix of the fleet's hosts (default skiff.)");
   route->add_option("--probe-ms", f->probe_ms, "how often to probe the hosts (default 1000)");

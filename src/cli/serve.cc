@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "api/engine_link_options.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "sandbox/config.h"
@@ -14,7 +15,7 @@ namespace {
 
 struct ServeFlags {
   std::optional<uint32_t> port;
-  std::string config_file, socket_path, engine_url, iii_namespace;
+  std::string config_file, socket_path, engine_url, iii_namespace, engine_ca_file, engine_token_file;
 };
 
 int Serve(const ServeFlags& f, DaemonMain daemon) {
@@ -36,11 +37,25 @@ int Serve(const ServeFlags& f, DaemonMain daemon) {
   }
   if (!f.socket_path.empty()) config.unix_socket = f.socket_path;
   if (!f.engine_url.empty()) {
-    if (f.engine_url.rfind("ws://", 0) != 0 || f.engine_url.size() <= 5) {  // no TLS: no wss://
-      std::fprintf(stderr, "skiff serve: --engine: expected a ws:// URL\n");
+    if (auto why = EngineUrlProblem(f.engine_url); !why.empty()) {
+      std::fprintf(stderr, "skiff serve: --engine: %s\n", why.c_str());
       return kExitConfig;
     }
     config.engine_url = f.engine_url;
+  }
+  if (!f.engine_ca_file.empty()) config.engine_ca_file = f.engine_ca_file;
+  if (!f.engine_token_file.empty()) config.engine_token_file = f.engine_token_file;
+  if (auto why = EngineLinkProblem(config); !why.empty()) {
+    std::fprintf(stderr, "skiff serve: %s\n", why.c_str());
+    return kExitConfig;
+  }
+  if (config.engine_url) {  // the credential and CA files, read now so a mistake is a config error
+    auto link =
+        api::LoadEngineLinkOptions(*config.engine_url, config.engine_ca_file, config.engine_token_file);
+    if (!link.ok()) {
+      std::fprintf(stderr, "skiff serve: %s\n", link.error().message().c_str());
+      return kExitConfig;
+    }
   }
   if (!f.iii_namespace.empty()) {
     if (auto why = IiiNamespaceProblem(f.iii_namespace); !why.empty()) {
@@ -67,7 +82,13 @@ void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon) {
   serve->add_option("--port", f->port, "listen port (overrides listen_port; 0 = any free port)");
   serve->add_option("--config", f->config_file, "YAML configuration file");
   serve->add_option("--socket", f->socket_path, "also listen on this unix socket");
-  serve->add_option("--engine", f->engine_url, "worker mode: join the iii engine at this ws:// URL");
+  serve->add_option("--engine", f->engine_url,
+                    "worker mode: join the iii engine at this URL (wss://, or ws:// on this machine)");
+  serve->add_option(
+      "--engine-ca", f->engine_ca_file,
+      "wss:// only: trust the engine's certificate when it chains to these CA certificates (PEM)");
+  serve->add_option("--engine-token-file", f->engine_token_file,
+                    "send the credential in this file (mode 600) to the engine's auth function");
   serve->add_option("--iii-namespace", f->iii_namespace,
                     "worker mode as one host of a fleet: register in this engine namespace (skiff.<host>)");
   serve->callback([f, &rc, daemon] { rc = Serve(*f, daemon); });

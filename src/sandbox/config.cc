@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "base/find_executable.h"
+#include "base/ws_url.h"
 
 namespace skiff {
 namespace {
@@ -183,19 +184,7 @@ bool IsAllowEntry(const std::string& e) {
   return IsDomainPattern(e);
 }
 
-bool IsLoopbackAddress(const std::string& a) {
-  if (a == "localhost") return true;
-  unsigned char buf[16];
-  if (inet_pton(AF_INET, a.c_str(), buf) == 1) return buf[0] == 127;
-  if (inet_pton(AF_INET6, a.c_str(), buf) == 1) {
-    static const unsigned char kLo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    if (std::memcmp(buf, kLo, 16) == 0) return true;
-    // ::ffff:127.x.x.x
-    static const unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(buf, kMapped, 12) == 0 && buf[12] == 127;
-  }
-  return false;
-}
+bool IsLoopbackAddress(const std::string& a) { return IsLoopbackHost(a); }
 
 // api_keys (docs/configuration.md#tenants): a list of {name, token}
 // mappings. Names and tokens are unique and non-empty; a name is a short
@@ -293,6 +282,32 @@ std::string IiiNamespaceProblem(const std::string& ns) {
     if (!ok) return "'" + ns + "': a namespace may contain only letters, digits, '-', '_' and '.'";
   }
   if (ns == "default") return "'default' is the router's namespace; give each host its own (skiff.<host>)";
+  return "";
+}
+
+std::string EngineUrlProblem(const std::string& url) {
+  std::string why;
+  auto u = ParseWsUrl(url, &why);
+  if (!u) return "'" + url + "': " + why;
+  if (!u->tls && !IsLoopbackHost(u->host)) {
+    return "'" + url +
+           "': ws:// carries every call and the credential in the clear, so it is taken only for an engine "
+           "on "
+           "this machine (localhost, 127.0.0.0/8, ::1); across a network use wss:// (docs/multihost.md#tls)";
+  }
+  return "";
+}
+
+std::string EngineLinkProblem(const Config& c) {
+  if (!c.engine_url) {
+    if (c.engine_ca_file) return "engine_ca_file needs worker mode: give the engine (engine_url, --engine)";
+    if (c.engine_token_file)
+      return "engine_token_file needs worker mode: give the engine (engine_url, --engine)";
+    return "";
+  }
+  if (auto why = EngineUrlProblem(*c.engine_url); !why.empty()) return "engine_url: " + why;
+  if (c.engine_ca_file && c.engine_url->rfind("wss://", 0) != 0)
+    return "engine_ca_file is for a wss:// engine; engine_url is '" + *c.engine_url + "'";
   return "";
 }
 
@@ -491,10 +506,15 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
       SKIFF_ASSIGN_OR_RETURN(c.images_dir, GetString(v, key));
     } else if (key == "engine_url") {
       SKIFF_ASSIGN_OR_RETURN(c.engine_url, GetOptString(v, key));
-      // wss:// would need TLS, which skiffd does not link.
-      if (c.engine_url && (c.engine_url->rfind("ws://", 0) != 0 || c.engine_url->size() <= 5)) {
-        return ConfigError(key, "expected a ws://host:port URL, got '" + *c.engine_url + "'");
+      if (c.engine_url) {
+        if (auto why = EngineUrlProblem(*c.engine_url); !why.empty()) return ConfigError(key, why);
       }
+    } else if (key == "engine_ca_file") {
+      SKIFF_ASSIGN_OR_RETURN(c.engine_ca_file, GetOptString(v, key));
+      if (c.engine_ca_file && c.engine_ca_file->empty()) return ConfigError(key, "empty path");
+    } else if (key == "engine_token_file") {
+      SKIFF_ASSIGN_OR_RETURN(c.engine_token_file, GetOptString(v, key));
+      if (c.engine_token_file && c.engine_token_file->empty()) return ConfigError(key, "empty path");
     } else if (key == "iii_namespace") {
       SKIFF_ASSIGN_OR_RETURN(c.iii_namespace, GetOptString(v, key));
       if (c.iii_namespace) {
@@ -517,6 +537,9 @@ Result<Config> ParseConfig(const std::string& yaml_text) {
     return ConfigError("listen_address", "'" + c.listen_address +
                                              "' is not a loopback address; set auth_token or api_keys to "
                                              "listen on it");
+  }
+  if (c.engine_url || c.engine_ca_file || c.engine_token_file) {
+    if (auto why = EngineLinkProblem(c); !why.empty()) return ConfigError("engine_url", why);
   }
   auto known = [&](const std::string& name) {
     return kPresets.count(name) || name == "host" || c.custom_images.count(name);

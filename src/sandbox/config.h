@@ -74,6 +74,13 @@ struct Config {
   NetworkConfig network;
   std::string images_dir;  // "" = <data dir>/images
   std::optional<std::string> engine_url;
+  // wss:// only: the CA certificates (PEM) the engine's certificate must
+  // chain to; nullopt = the system's trust store.
+  std::optional<std::string> engine_ca_file;
+  // A file holding the credential sent to the engine on connect
+  // (`Authorization: Bearer <token>`, checked by the engine's auth function);
+  // read at start, refused when others may read it.
+  std::optional<std::string> engine_token_file;
   // Worker mode as one host of a fleet (docs/multihost.md): the iii
   // namespace its functions are registered in; nullopt = the default one.
   std::optional<std::string> iii_namespace;
@@ -98,6 +105,12 @@ Result<Config> LoadConfigFile(const std::string& path);
 // Why `ns` cannot be an iii_namespace, or "" when it can: 1-64 letters,
 // digits, '-', '_' and '.', and not "default".
 std::string IiiNamespaceProblem(const std::string& ns);
+// Why `url` cannot be the engine's URL, or "": ws:// or wss://, and ws://
+// only to a loopback host (docs/multihost.md#tls).
+std::string EngineUrlProblem(const std::string& url);
+// The engine link's keys together (after flags are applied): the CA file
+// only with wss://, neither file without an engine; "" when fine.
+std::string EngineLinkProblem(const Config& c);
 // What the image catalog and store need from `config`: the store directory,
 // the allowlist as Config::ImageAllowed applies it, custom images and
 // auto_install.

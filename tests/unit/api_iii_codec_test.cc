@@ -168,5 +168,21 @@ TEST(ApiIiiCodecTest, WorkerMessages) {
             R"({"previous_worker_id":"old","reattach_token":"tok","type":"reattach"})");
 }
 
+// The engine's answer to a connection its auth function did not admit
+// (engine/src/engine/mod.rs handle_worker): named, quoted, bounded.
+TEST(ApiIiiCodecTest, ConnectionErrorsAreDescribed) {
+  std::string auth = DescribeConnectionError(
+      Parse(R"({"type":"error","error":{"code":"AUTH_ERROR","message":"bad token"}})"));
+  EXPECT_NE(auth.find("AUTH_ERROR: \"bad token\""), std::string::npos) << auth;
+  EXPECT_NE(auth.find("engine_token_file"), std::string::npos) << auth;
+  std::string other =
+      DescribeConnectionError(Parse(R"({"type":"error","error":{"code":"X","message":"m\n"}})"));
+  EXPECT_EQ(other, R"(error "X": "m\n")");
+  std::string huge = DescribeConnectionError(
+      json{{"type", "error"}, {"error", {{"code", "AUTH_ERROR"}, {"message", std::string(5000, 'a')}}}});
+  EXPECT_LT(huge.size(), 500u);
+  EXPECT_EQ(DescribeConnectionError(Parse(R"({"type":"error","error":7})")), R"(error "": "")");
+}
+
 }  // namespace
 }  // namespace skiff::api::iii

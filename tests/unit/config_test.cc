@@ -274,6 +274,27 @@ TEST(ConfigTest, LoadConfigFile) {
   EXPECT_THAT(missing.error().message(), HasSubstr(path));
 }
 
+// The engine link (docs/multihost.md#tls): wss:// anywhere, ws:// only to
+// this machine, the CA file only with wss://, neither file without an engine.
+TEST(ConfigTest, EngineLinkKeys) {
+  Config c = MustParse(
+      "engine_url: wss://engine.example:8443/ws\nengine_ca_file: /etc/skiff/ca.pem\n"
+      "engine_token_file: /etc/skiff/engine.token\n");
+  EXPECT_EQ(*c.engine_url, "wss://engine.example:8443/ws");
+  EXPECT_EQ(*c.engine_ca_file, "/etc/skiff/ca.pem");
+  EXPECT_EQ(*c.engine_token_file, "/etc/skiff/engine.token");
+  EXPECT_TRUE(MustParse("engine_url: ws://localhost:49135\n").engine_url.has_value());
+  EXPECT_TRUE(MustParse("engine_url: 'ws://[::1]:49135'\n").engine_url.has_value());
+  EXPECT_THAT(ErrorOf("engine_url: ws://10.0.0.5:49135\n"), HasSubstr("use wss://"));
+  EXPECT_THAT(ErrorOf("engine_url: ws://engine.example:49135\n"), HasSubstr("use wss://"));
+  EXPECT_THAT(ErrorOf("engine_url: wss://\n"), HasSubstr("no host"));
+  EXPECT_THAT(ErrorOf("engine_url: wss://e:99999\n"), HasSubstr("port"));
+  EXPECT_THAT(ErrorOf("engine_url: ws://127.0.0.1:1\nengine_ca_file: /ca.pem\n"), HasSubstr("wss://"));
+  EXPECT_THAT(ErrorOf("engine_ca_file: /ca.pem\n"), HasSubstr("needs worker mode"));
+  EXPECT_THAT(ErrorOf("engine_token_file: /t\n"), HasSubstr("needs worker mode"));
+  EXPECT_THAT(ErrorOf("engine_url: wss://e\nengine_token_file: ''\n"), HasSubstr("engine_token_file"));
+}
+
 TEST(ConfigTest, ShippedExampleConfigParses) {
   auto r = LoadConfigFile(std::string(SKIFF_SOURCE_DIR) + "/configs/skiff.yaml");
   ASSERT_TRUE(r.ok()) << r.error().message();
