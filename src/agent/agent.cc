@@ -33,14 +33,11 @@
 #include "agent/system_usage.h"
 #include "agent/vm_init.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "protocol/frame.h"
 #include "protocol/hello.h"
 #include "protocol/messages.h"
 #include "protocol/ops.h"
-
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
 
 namespace skiff::agent {
 namespace {
@@ -931,7 +928,7 @@ int Loop::Run() {
 
 }  // namespace
 
-std::string AgentName() { return std::string("skiff-agent/") + SKIFF_VERSION; }
+std::string AgentName() { return std::string("skiff-agent/") + SkiffVersion(); }
 
 std::vector<std::string> SupportedOps() {
   namespace o = proto::op;

@@ -12,9 +12,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <variant>
 
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace skiff::api {
 
@@ -64,10 +62,12 @@ struct EngineSocket::Impl : std::enable_shared_from_this<Impl> {
     boost::system::error_code ec;
     net::ip::make_address(host, ec);
     if (!ec) {
-      if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) return "TLS: cannot check the address " + host;
+      if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1)
+        return "TLS: cannot check the address " + host;
     } else {
       X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      if (X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0) != 1) return "TLS: cannot check the name " + host;
+      if (X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0) != 1)
+        return "TLS: cannot check the name " + host;
       if (SSL_set_tlsext_host_name(ssl_handle, host.c_str()) != 1) return "TLS: cannot set SNI for " + host;
     }
     return "";
@@ -82,13 +82,13 @@ struct EngineSocket::Impl : std::enable_shared_from_this<Impl> {
     s.read_message_max(max_message);
     std::string token = options.token;
     s.set_option(websocket::stream_base::decorator([token](websocket::request_type& req) {
-      req.set(beast::http::field::user_agent, std::string("skiff/") + SKIFF_VERSION);
+      req.set(beast::http::field::user_agent, std::string("skiff/") + SkiffVersion());
       if (!token.empty()) req.set(beast::http::field::authorization, "Bearer " + token);
     }));
     s.async_handshake(HostHeader(), options.parsed.path,
                       [keep = shared_from_this(), done = std::move(done)](beast::error_code ec) {
-      done(ec ? "WebSocket upgrade: " + ec.message() : "");
-    });
+                        done(ec ? "WebSocket upgrade: " + ec.message() : "");
+                      });
   }
 };
 
@@ -113,12 +113,14 @@ void EngineSocket::AsyncOpen(const tcp::resolver::results_type& endpoints, Done 
       beast::error_code ignored;
       beast::get_lowest_layer(s).socket().set_option(tcp::no_delay(true), ignored);
     });
-    if (auto* plain = std::get_if<std::unique_ptr<Plain>>(&impl->ws)) return impl->Upgrade(**plain, std::move(done));
+    if (auto* plain = std::get_if<std::unique_ptr<Plain>>(&impl->ws))
+      return impl->Upgrade(**plain, std::move(done));
     Tls& s = *std::get<std::unique_ptr<Tls>>(impl->ws);
     if (auto why = impl->PrepareTls(s); !why.empty()) return done(why);
     s.next_layer().async_handshake(ssl::stream_base::client,
                                    [impl, &s, done = std::move(done)](beast::error_code ec) mutable {
-                                     if (ec) return done("TLS handshake: " + ec.message() + impl->VerifyFailure());
+                                     if (ec)
+                                       return done("TLS handshake: " + ec.message() + impl->VerifyFailure());
                                      impl->Upgrade(s, std::move(done));
                                    });
   };
@@ -147,9 +149,8 @@ void EngineSocket::AsyncPing() {
 }
 
 void EngineSocket::OnControlFrame(std::function<void()> seen) {
-  impl_->Visit([&](auto& s) {
-    s.control_callback([seen](websocket::frame_type, beast::string_view) { seen(); });
-  });
+  impl_->Visit(
+      [&](auto& s) { s.control_callback([seen](websocket::frame_type, beast::string_view) { seen(); }); });
 }
 
 void EngineSocket::Close() {

@@ -5,13 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "base/version.h"
 #include "functions/errors.h"
 #include "functions/registry.h"
 #include "functions/schemas.h"
-
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
 
 namespace skiff::api {
 
@@ -138,7 +135,7 @@ json Build() {
   json doc;
   doc["openapi"] = "3.1.0";
   doc["info"] = {{"title", "skiff"},
-                 {"version", SKIFF_VERSION},
+                 {"version", SkiffVersion()},
                  {"description",
                   "skiff's native HTTP API: the sandbox::* functions (docs/api.md), file transfers, live "
                   "process streams and the WebSocket endpoints. Errors are S-code objects "

@@ -19,10 +19,7 @@
 #include "api/worker.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
-
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace skiff::api {
 
@@ -32,7 +29,7 @@ using tcp = net::ip::tcp;
 using unix_sock = net::local::stream_protocol;
 using json = nlohmann::json;
 
-std::string Version() { return SKIFF_VERSION; }
+std::string Version() { return SkiffVersion(); }
 
 namespace {
 

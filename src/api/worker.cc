@@ -14,10 +14,7 @@
 #include "api/iii_codec.h"
 #include "base/log.h"
 #include "base/text.h"
-
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace skiff::api {
 
@@ -187,7 +184,7 @@ struct WorkerLink::State : std::enable_shared_from_this<WorkerLink::State> {
     struct utsname u;
     std::string os = "linux";
     if (::uname(&u) == 0) os = std::string(u.sysname) + " " + u.machine;
-    Send(iii::RegisterWorker(SKIFF_VERSION, os, ::getpid(), hooks.iii_namespace));
+    Send(iii::RegisterWorker(SkiffVersion(), os, ::getpid(), hooks.iii_namespace));
     for (const auto& f : Functions()) {
       if (f.internal || (hooks.exports && !hooks.exports(f))) continue;
       Send(iii::RegisterFunction(f));

@@ -6,11 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "base/version.h"
 #include "functions/decode.h"
-
-#ifndef SKIFF_VERSION
-#define SKIFF_VERSION "0.0.0"
-#endif
 
 namespace skiff::fn {
 
@@ -25,7 +22,7 @@ Result<json> HandleHostStatus(const json& payload, CallContext& ctx) {
   if (::getloadavg(load, 1) != 1) load[0] = 0;
   return json{{"boot_id", h.boot_id},
               {"hostname", std::string(name)},
-              {"version", SKIFF_VERSION},
+              {"version", SkiffVersion()},
               {"isolation_available", ctx.manager.available_isolations()},
               {"default_isolation", ctx.manager.default_isolation()},
               {"max_sandboxes", h.max_sandboxes},

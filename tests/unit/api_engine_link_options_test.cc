@@ -30,7 +30,8 @@ class EngineLinkOptionsTest : public ::testing::Test {
     ::chmod(path.c_str(), mode);
     return path;
   }
-  std::string ErrorOf(const std::string& url, std::optional<std::string> ca, std::optional<std::string> token) {
+  std::string ErrorOf(const std::string& url, std::optional<std::string> ca,
+                      std::optional<std::string> token) {
     auto r = LoadEngineLinkOptions(url, ca, token);
     EXPECT_FALSE(r.ok()) << url;
     return r.ok() ? "" : r.error().message();
@@ -75,7 +76,8 @@ TEST_F(EngineLinkOptionsTest, TheCredentialIsReadOnceAndGuarded) {
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("open", "t\n", 0644)), HasSubstr("chmod 600"));
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("group", "t\n", 0640)), HasSubstr("chmod 600"));
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("empty", "\n", 0600)), HasSubstr("empty"));
-  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("space", "a b\n", 0600)), HasSubstr("one line"));
+  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("space", "a b\n", 0600)),
+              HasSubstr("one line"));
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("crlf", "a\r\nHost: x\n", 0600)),
               HasSubstr("one line"));
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("big", std::string(5000, 'a'), 0600)),
