@@ -1,7 +1,10 @@
 // A test double of the iii engine: what a skiff fleet relies on, each rule
 // copied from the engine's source and named after it (engine/src/… in the
 // iii repository at v0.23.0-rc.4; "0.22" means the iii/v0.22.1-rc.2 tag).
-// It is not the iii engine. It serves workers on "/":
+// It is not the iii engine. It serves workers on "/", over ws:// or, given a
+// certificate and key (tls_cert_file / tls_key_file), wss:// — the engine
+// itself serves plain WebSocket and is put behind a TLS proxy for wss; the
+// double terminates TLS itself so a worker's wss client can be tested:
 //  - greets each connection with `workerregistered` (mod.rs handle_worker);
 //  - keeps a namespaced function registry with owner leases (registry.h):
 //    a connection's namespace comes from its engine::workers::register call,
@@ -42,6 +45,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +66,8 @@ struct EngineDoubleOptions {
   // engine::workers::register before they are filed under `default`.
   std::chrono::milliseconds namespace_grace{5000};
   std::string address = "127.0.0.1";  // where to listen
+  // PEM files: with both, the listener serves wss:// (TLS 1.2 or newer).
+  std::string tls_cert_file, tls_key_file;
 };
 
 class EngineDouble {
@@ -77,8 +83,20 @@ class EngineDouble {
   using Options = EngineDoubleOptions;
 
   EngineDouble() : EngineDouble(Options()) {}
+  // Throws when it cannot listen or load the TLS files.
   explicit EngineDouble(Options o) : opt_(std::move(o)), acceptor_(ioc_), registry_(opt_.legacy_0_22) {
     namespace net = boost::asio;
+    if (opt_.tls_cert_file.empty() != opt_.tls_key_file.empty()) {
+      throw std::invalid_argument("TLS needs both a certificate and a key file");
+    }
+    if (!opt_.tls_cert_file.empty()) {
+      tls_.emplace(net::ssl::context::tls_server);
+      tls_->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                        net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                        net::ssl::context::no_tlsv1_1);
+      tls_->use_certificate_chain_file(opt_.tls_cert_file);
+      tls_->use_private_key_file(opt_.tls_key_file, net::ssl::context::pem);
+    }
     net::ip::tcp::endpoint ep(net::ip::make_address(opt_.address), opt_.port);
     acceptor_.open(ep.protocol());
     // The daemon under test is forked later: it must not inherit the listener.
@@ -103,7 +121,11 @@ class EngineDouble {
   }
 
   uint16_t port() const { return port_; }
-  std::string url() const { return "ws://127.0.0.1:" + std::to_string(port_); }
+  bool tls() const { return tls_.has_value(); }
+  // ws://127.0.0.1:PORT, or wss:// when serving TLS.
+  std::string url() const {
+    return (tls_ ? "wss://" : "ws://") + std::string("127.0.0.1:") + std::to_string(port_);
+  }
 
   // TCP connections accepted (including dropped ones), with their times.
   std::vector<Clock::time_point> accept_times() {
@@ -202,6 +224,7 @@ class EngineDouble {
  private:
   using Conn = engine_double::Connection;
   using ConnPtr = Conn::Ptr;
+  using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
   // A call routed to a worker and not answered yet (invocation/mod.rs
   // InvocationHandler, keyed by the forwarded invocation id).
@@ -298,7 +321,14 @@ class EngineDouble {
         h.on_open = [this](const ConnPtr& c) { OnOpen(c); };
         h.on_frame = [this](const ConnPtr& c, const std::string& s) { OnFrame(c, s); };
         h.on_close = [this](const ConnPtr& c) { Cleanup(c); };
-        auto c = std::make_shared<Conn>(std::move(s), index, std::move(h));
+        ConnPtr c;
+        if (tls_) {
+          c = std::make_shared<engine_double::WsConnection<TlsStream>>(std::move(s), index, std::move(h),
+                                                                       *tls_);
+        } else {
+          c = std::make_shared<engine_double::WsConnection<boost::beast::tcp_stream>>(std::move(s), index,
+                                                                                      std::move(h));
+        }
         conns_.push_back(c);
         c->Start();
       }
@@ -310,6 +340,7 @@ class EngineDouble {
   // resolution (begin_namespace_resolution arms the grace timer), send
   // WorkerRegistered, fire engine::workers-available {worker_connected}.
   void OnOpen(const ConnPtr& c) {
+    if (c->otel) return c->StartReading();  // telemetry: read (and ignored), never a worker
     c->worker_id = WorkerId(c->index);
     c->reattach_token = "token-" + std::to_string(c->index);
     c->connected_at_ms = NowMs();
@@ -328,6 +359,7 @@ class EngineDouble {
     c->Send(json{
         {"type", "workerregistered"}, {"worker_id", c->worker_id}, {"reattach_token", c->reattach_token}});
     FireWorkersAvailable("worker_connected", c->worker_id);
+    c->StartReading();
   }
 
   void OnFrame(const ConnPtr& c, const std::string& s) {
@@ -693,6 +725,7 @@ class EngineDouble {
 
   Options opt_;
   boost::asio::io_context ioc_;
+  std::optional<boost::asio::ssl::context> tls_;
   boost::asio::ip::tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::thread thread_;

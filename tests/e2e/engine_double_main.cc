@@ -3,9 +3,11 @@
 // engine.
 //
 //   engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]
+//                 [--tls-cert FILE --tls-key FILE]
 //
 // --port 0 (the default) takes any free port. Once it accepts connections it
 // prints `listening <port>` on stdout. SIGTERM or SIGINT stop it; it exits 0.
+// --tls-cert / --tls-key (PEM, given together): the listener serves wss://.
 #include <signal.h>
 
 #include <cstdio>
@@ -18,7 +20,8 @@
 namespace {
 
 int Usage() {
-  std::cerr << "usage: engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]\n";
+  std::cerr << "usage: engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]\n"
+               "                     [--tls-cert FILE --tls-key FILE]\n";
   return 2;
 }
 
@@ -48,10 +51,15 @@ int main(int argc, char** argv) {
     } else if (a == "--namespace-grace-ms" && i + 1 < argc && ParseNumber(argv[i + 1], 3600000, n)) {
       opt.namespace_grace = std::chrono::milliseconds(n);
       ++i;
+    } else if (a == "--tls-cert" && i + 1 < argc) {
+      opt.tls_cert_file = argv[++i];
+    } else if (a == "--tls-key" && i + 1 < argc) {
+      opt.tls_key_file = argv[++i];
     } else {
       return Usage();
     }
   }
+  if (opt.tls_cert_file.empty() != opt.tls_key_file.empty()) return Usage();
   // Blocked before the double's thread starts, so only sigwait sees them.
   sigset_t stop;
   sigemptyset(&stop);

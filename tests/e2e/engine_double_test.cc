@@ -5,17 +5,23 @@
 // invocation_stopped and removal when a worker goes, re-registration by a
 // restarted host, engine::workers::list, state, the workers-available
 // trigger, and the 0.22 last-registrant-wins switch. No daemon involved.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 // Boost.Asio's headers use std::exchange without including <utility>.
 #include <utility>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -26,6 +32,7 @@
 
 #include "base/text.h"
 #include "engine_double.h"
+#include "test_ca.h"
 
 namespace skiff::e2e {
 namespace {
@@ -37,17 +44,57 @@ namespace beast = boost::beast;
 
 constexpr auto kWait = 20s;  // generous: a missing frame fails the test, not a slow one
 
-// A worker or caller connection speaking the engine protocol by hand.
+// How a RawClient connects.
+struct ClientOptions {
+  std::string path = "/";                                    // request target, query included
+  std::vector<std::pair<std::string, std::string>> headers;  // added to the upgrade request
+  net::ssl::context* tls = nullptr;                          // wss://, verifying 127.0.0.1 with this context
+};
+
+// A worker or caller connection speaking the engine protocol by hand. The
+// constructor returns once the engine greeted it (worker_id set), refused it
+// (an `error` frame), or closed it; it throws when the TLS or WebSocket
+// handshake fails.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port, const std::string& path = "/") : ws_(ioc_) {
-    beast::get_lowest_layer(ws_).connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-    ws_.handshake("127.0.0.1", path);
+  explicit RawClient(uint16_t port, const std::string& path = "/")
+      : RawClient(port, ClientOptions{path, {}, nullptr}) {}
+  RawClient(uint16_t port, const ClientOptions& o) {
+    net::ip::tcp::endpoint ep(net::ip::make_address("127.0.0.1"), port);
+    auto decorate = [h = o.headers](beast::websocket::request_type& req) {
+      for (auto& [k, v] : h) req.set(k, v);
+    };
+    if (o.tls) {
+      tls_ws_ = std::make_unique<TlsWs>(ioc_, *o.tls);
+      beast::get_lowest_layer(*tls_ws_).connect(ep);
+      SSL* ssl = tls_ws_->next_layer().native_handle();
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1");
+      tls_ws_->next_layer().set_verify_mode(net::ssl::verify_peer);
+      tls_ws_->next_layer().handshake(net::ssl::stream_base::client);
+      tls_ws_->set_option(beast::websocket::stream_base::decorator(decorate));
+      tls_ws_->handshake("127.0.0.1", o.path);
+    } else {
+      ws_ = std::make_unique<Ws>(ioc_);
+      beast::get_lowest_layer(*ws_).connect(ep);
+      ws_->set_option(beast::websocket::stream_base::decorator(decorate));
+      ws_->handshake("127.0.0.1", o.path);
+    }
     Read();
     thread_ = std::thread([this] { ioc_.run(); });
-    if (path == "/otel") return;  // telemetry only: never greeted
-    auto hello = WaitFor([](const json& m) { return m.value("type", "") == "workerregistered"; });
-    if (hello) worker_id_ = (*hello)["worker_id"];
+    if (o.path.starts_with("/otel")) return;  // telemetry only: never greeted
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, kWait, [&] {
+      if (closed_) return true;
+      for (auto& m : got_) {
+        const std::string type = m.value("type", "");
+        if (type == "error") return true;
+        if (type == "workerregistered") {
+          worker_id_ = m["worker_id"];
+          return true;
+        }
+      }
+      return false;
+    });
   }
   ~RawClient() {
     Drop();
@@ -58,6 +105,13 @@ class RawClient {
 
   const std::string& worker_id() const { return worker_id_; }
 
+  // Answers every invokefunction it receives from now on with answer(invoke)
+  // (an invocationresult), on the client's own thread.
+  void Serve(std::function<json(const json&)> answer) {
+    std::lock_guard<std::mutex> l(mu_);
+    serve_ = std::move(answer);
+  }
+
   void Send(const json& m) {
     net::post(ioc_, [this, s = m.dump()] {
       out_.push_back(s);
@@ -67,8 +121,10 @@ class RawClient {
   // Disconnects abruptly, as a crashed host would.
   void Drop() {
     net::post(ioc_, [this] {
-      beast::error_code ec;
-      beast::get_lowest_layer(ws_).socket().close(ec);
+      Visit([](auto& ws) {
+        beast::error_code ec;
+        beast::get_lowest_layer(ws).socket().close(ec);
+      });
     });
   }
 
@@ -106,6 +162,11 @@ class RawClient {
     std::unique_lock<std::mutex> l(mu_);
     return cv_.wait_for(l, kWait, [&] { return closed_; });
   }
+  // How the engine closed the connection (valid once WaitClosed is true).
+  beast::websocket::close_reason CloseReason() {
+    std::lock_guard<std::mutex> l(mu_);
+    return close_reason_;
+  }
   std::vector<json> Got() {
     std::lock_guard<std::mutex> l(mu_);
     return got_;
@@ -117,22 +178,40 @@ class RawClient {
   }
 
  private:
+  using Ws = beast::websocket::stream<beast::tcp_stream>;
+  using TlsWs = beast::websocket::stream<beast::ssl_stream<beast::tcp_stream>>;
+
+  template <class F>
+  void Visit(F&& f) {
+    if (tls_ws_) {
+      f(*tls_ws_);
+    } else {
+      f(*ws_);
+    }
+  }
+
   void Read() {
-    ws_.async_read(buf_, [this](beast::error_code ec, size_t) {
-      if (ec) {
-        std::lock_guard<std::mutex> l(mu_);
-        closed_ = true;
+    Visit([this](auto& ws) {
+      ws.async_read(buf_, [this, &ws](beast::error_code ec, size_t) {
+        if (ec) {
+          std::lock_guard<std::mutex> l(mu_);
+          closed_ = true;
+          close_reason_ = ws.reason();
+          cv_.notify_all();
+          return;
+        }
+        json m = json::parse(beast::buffers_to_string(buf_.data()), nullptr, false);
+        buf_.consume(buf_.size());
+        std::function<json(const json&)> serve;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          got_.push_back(m);
+          if (m.is_object() && m.value("type", "") == "invokefunction") serve = serve_;
+        }
         cv_.notify_all();
-        return;
-      }
-      json m = json::parse(beast::buffers_to_string(buf_.data()), nullptr, false);
-      buf_.consume(buf_.size());
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        got_.push_back(std::move(m));
-      }
-      cv_.notify_all();
-      Read();
+        if (serve) Send(serve(m));
+        Read();
+      });
     });
   }
   void Write() {
@@ -141,20 +220,23 @@ class RawClient {
       return;
     }
     writing_ = true;
-    ws_.text(true);
-    ws_.async_write(net::buffer(out_.front()), [this](beast::error_code ec, size_t) {
-      out_.pop_front();
-      if (ec) {
-        out_.clear();
-        writing_ = false;
-        return;
-      }
-      Write();
+    Visit([this](auto& ws) {
+      ws.text(true);
+      ws.async_write(net::buffer(out_.front()), [this](beast::error_code ec, size_t) {
+        out_.pop_front();
+        if (ec) {
+          out_.clear();
+          writing_ = false;
+          return;
+        }
+        Write();
+      });
     });
   }
 
   net::io_context ioc_;
-  beast::websocket::stream<beast::tcp_stream> ws_;
+  std::unique_ptr<Ws> ws_;
+  std::unique_ptr<TlsWs> tls_ws_;
   beast::flat_buffer buf_;
   std::deque<std::string> out_;
   bool writing_ = false;
@@ -163,7 +245,9 @@ class RawClient {
   std::condition_variable cv_;
   std::vector<json> got_;
   bool closed_ = false;
+  beast::websocket::close_reason close_reason_;
   std::string worker_id_;
+  std::function<json(const json&)> serve_;
 };
 
 // What the SDKs send: engine::workers::register as a void call.
@@ -214,6 +298,34 @@ bool WaitUnregistered(EngineDouble& eng, const std::string& ns, const std::strin
     std::this_thread::sleep_for(10ms);
   }
   return false;
+}
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/engine-double-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A TLS client context that trusts only the CA in `ca_file`.
+std::unique_ptr<net::ssl::context> Trusting(const std::string& ca_file) {
+  auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
+  ctx->load_verify_file(ca_file);
+  return ctx;
 }
 
 // A host of the fleet: announces itself in `ns`, then registers `fns`.
@@ -594,6 +706,62 @@ TEST(EngineDoubleTest, Legacy022LastRegistrantWins) {
   ASSERT_TRUE(r2);
   EXPECT_EQ((*r2)["error"],
             json({{"code", "function_not_found"}, {"message", "Function sandbox::run not found"}}));
+}
+
+TEST(EngineDoubleTest, TlsServesWssToAClientThatTrustsTheCa) {
+  TempDir dir;
+  TestCa ca = MakeTestCa(dir.path());
+  EngineDoubleOptions o;
+  o.tls_cert_file = ca.server_cert_file;
+  o.tls_key_file = ca.server_key_file;
+  EngineDouble eng(o);
+  EXPECT_TRUE(eng.tls());
+  EXPECT_EQ(eng.url(), "wss://127.0.0.1:" + std::to_string(eng.port()));
+  auto trust = Trusting(ca.ca_cert_file);
+  ClientOptions wss;
+  wss.tls = trust.get();
+
+  RawClient host(eng.port(), wss);
+  ASSERT_FALSE(host.worker_id().empty());
+  host.Send(Announce("skiff-h1", "skiff.h1"));
+  host.Send(Register("sandbox::list"));
+  ASSERT_TRUE(WaitRegistered(eng, "skiff.h1", "sandbox::list", host.worker_id()));
+  RawClient caller(eng.port(), wss);
+  std::string inv = NewUuid();
+  caller.Send(Call(inv, "sandbox::list", json::object(), "skiff.h1"));
+  auto in = host.WaitInvoke("sandbox::list");
+  ASSERT_TRUE(in);
+  host.Send(Answer(*in, {{"sandboxes", json::array()}}));
+  auto r = caller.WaitResult(inv);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["result"], json({{"sandboxes", json::array()}}));
+}
+
+TEST(EngineDoubleTest, TlsRefusesAClientThatDoesNotTrustTheCa) {
+  TempDir dir, other_dir;
+  TestCa ca = MakeTestCa(dir.path());
+  TestCa other = MakeTestCa(other_dir.path());
+  EngineDoubleOptions o;
+  o.tls_cert_file = ca.server_cert_file;
+  o.tls_key_file = ca.server_key_file;
+  EngineDouble eng(o);
+
+  // Trusting another CA: the server's certificate does not verify.
+  auto wrong = Trusting(other.ca_cert_file);
+  try {
+    RawClient c(eng.port(), ClientOptions{"/", {}, wrong.get()});
+    ADD_FAILURE() << "TLS handshake succeeded with an untrusted certificate";
+  } catch (const boost::system::system_error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("certificate verify failed"));
+  }
+  // A plain ws:// client gets no WebSocket either.
+  EXPECT_THROW(RawClient plain(eng.port()), boost::system::system_error);
+  // The listener outlives both: a client trusting the CA is served.
+  auto trust = Trusting(ca.ca_cert_file);
+  RawClient ok(eng.port(), ClientOptions{"/", {}, trust.get()});
+  EXPECT_FALSE(ok.worker_id().empty());
+  ok.Send({{"type", "ping"}});
+  EXPECT_TRUE(ok.WaitType("pong"));
 }
 
 }  // namespace

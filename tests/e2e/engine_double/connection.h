@@ -1,9 +1,10 @@
-// One worker WebSocket connection of the engine double: the I/O only (accept,
-// read frames, an ordered write queue, close once the queue is flushed) plus
-// the per-connection state the engine keeps for a worker (engine/src/
-// worker_connections/mod.rs WorkerConnection and the namespace resolution
-// state of engine/src/engine/mod.rs). What a frame means is decided by the
-// double (engine_double.h); everything here runs on the double's event loop.
+// One worker WebSocket connection of the engine double, over TCP or TLS: the
+// I/O only (TLS handshake, upgrade, read frames, an ordered write queue, close
+// once the queue is flushed) plus the per-connection state the engine keeps
+// for a worker (engine/src/worker_connections/mod.rs WorkerConnection and the
+// namespace resolution state of engine/src/engine/mod.rs). What a frame means
+// is decided by the double (engine_double.h); everything here runs on the
+// double's event loop.
 #pragma once
 
 // Boost.Asio's headers use std::exchange without including <utility>.
@@ -12,7 +13,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,48 +23,33 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace skiff::e2e::engine_double {
 
+// The transport-independent part: the ordered write queue, the handlers and
+// the per-worker state. WsConnection below does the I/O over plain TCP or TLS.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using json = nlohmann::json;
   using Ptr = std::shared_ptr<Connection>;
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
   struct Handlers {
-    std::function<void(const Ptr&)> on_open;                       // WebSocket handshake done
-    std::function<void(const Ptr&, const std::string&)> on_frame;  // one text or binary frame
-    std::function<void(const Ptr&)> on_close;                      // read side ended (once)
+    // WebSocket handshake done (worker and /otel connections alike). No frame
+    // is read until the double calls StartReading.
+    std::function<void(const Ptr&)> on_open;
+    std::function<void(const Ptr&, const std::string&)> on_frame;  // one text or binary frame (workers only)
+    std::function<void(const Ptr&)> on_close;                      // read side ended (once; workers only)
   };
 
-  Connection(boost::asio::ip::tcp::socket s, int index, Handlers h)
-      : grace(s.get_executor()), index(index), ws_(std::move(s)), handlers_(std::move(h)) {
-    boost::beast::error_code ec;
-    auto ep = boost::beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
-    if (!ec) ip_address = ep.address().to_string();
-  }
+  Connection(const boost::asio::any_io_executor& ex, int index, std::string ip, Handlers h)
+      : grace(ex), index(index), ip_address(std::move(ip)), handlers_(std::move(h)) {}
+  virtual ~Connection() = default;
 
-  void Start() {
-    ws_.read_message_max(64u << 20);
-    auto self = shared_from_this();
-    // The upgrade request first, for its path: the SDKs open a second
-    // WebSocket on /otel for telemetry only, which the engine serves apart
-    // (workers/worker/mod.rs route "/otel" → mod.rs handle_otel) and never
-    // counts as a worker.
-    boost::beast::http::async_read(boost::beast::get_lowest_layer(ws_), in_, req_,
-                                   [self](boost::beast::error_code ec, size_t) {
-                                     if (ec) return;
-                                     self->otel = self->req_.target().starts_with("/otel");
-                                     self->ws_.async_accept(self->req_, [self](boost::beast::error_code ec) {
-                                       if (ec) return;
-                                       self->open_ = true;
-                                       if (!self->otel && self->handlers_.on_open)
-                                         self->handlers_.on_open(self);
-                                       self->Read();
-                                       if (!self->out_.empty() && !self->writing_) self->Write();
-                                     });
-                                   });
-  }
+  virtual void Start() = 0;
+  // Drops the TCP connection at once (the engine going away).
+  virtual void Abort() = 0;
 
   // Queues a text frame; frames go out in the order they were queued.
   void Send(const json& m) { Send(m.dump()); }
@@ -70,19 +58,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_.push_back(std::move(s));
     if (open_ && !writing_) Write();
   }
-  // Sends what is queued, then a Close frame (mod.rs reject_worker_registration
-  // sends the RegistrationRejected, then Close).
-  void CloseAfterFlush() {
+  // Sends what is queued, then a Close frame: with code 1000 (mod.rs
+  // reject_worker_registration sends the RegistrationRejected, then Close),
+  // or with no code (`Close(None)`, an authentication refusal).
+  void CloseAfterFlush(bool normal = true) {
     if (closing_) return;
     closing_ = true;
+    close_normal_ = normal;
     if (open_ && !writing_) Write();
   }
-  // Drops the TCP connection at once (the engine going away).
-  void Abort() {
-    boost::beast::error_code ec;
-    boost::beast::get_lowest_layer(ws_).socket().close(ec);
-    grace.cancel();
+  // Starts handing frames to on_frame (once).
+  void StartReading() {
+    if (reading_ || !open_) return;
+    reading_ = true;
+    Read();
   }
+  // The WebSocket upgrade request (path, headers).
+  const Request& request() const { return req_; }
 
   // --- per-worker state the engine keeps (read and written by the double).
   boost::asio::steady_timer grace;  // mod.rs begin_namespace_resolution
@@ -101,32 +93,109 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::set<std::string> functions;    // function ids it registered (in `ns`)
   std::set<std::string> invocations;  // invocation ids in flight to or from it
 
+ protected:
+  virtual void Read() = 0;
+  virtual void Write() = 0;
+
+  // Upgrade accepted: frames queued so far may go out.
+  void Opened() {
+    open_ = true;
+    if (handlers_.on_open) handlers_.on_open(shared_from_this());
+    if ((!out_.empty() || closing_) && !writing_) Write();
+  }
+  // A frame arrived; the read side ended.
+  void Received(const std::string& s) {
+    if (!otel && handlers_.on_frame) handlers_.on_frame(shared_from_this(), s);
+  }
+  void Ended() {
+    open_ = false;
+    if (closed_) return;
+    closed_ = true;
+    if (!otel && handlers_.on_close) handlers_.on_close(shared_from_this());
+  }
+
+  Request req_;
+  std::deque<std::string> out_;
+  bool writing_ = false, open_ = false, closing_ = false, closed_ = false, reading_ = false;
+  bool close_normal_ = true;
+  Handlers handlers_;
+};
+
+// One connection's I/O over `NextLayer`: boost::beast::tcp_stream (ws://) or
+// boost::beast::ssl_stream<tcp_stream> (wss://, the TLS handshake first).
+template <class NextLayer>
+class WsConnection final : public Connection {
+ public:
+  static constexpr bool kTls = !std::is_same_v<NextLayer, boost::beast::tcp_stream>;
+
+  template <class... TlsArgs>
+  WsConnection(boost::asio::ip::tcp::socket s, int index, Handlers h, TlsArgs&&... tls)
+      : Connection(s.get_executor(), index, PeerIp(s), std::move(h)), ws_(std::move(s), tls...) {}
+
+  void Start() override {
+    ws_.read_message_max(64u << 20);
+    auto self = Self();
+    if constexpr (kTls) {
+      ws_.next_layer().async_handshake(boost::asio::ssl::stream_base::server,
+                                       [self](boost::beast::error_code ec) {
+                                         if (ec) return self->Abort();  // not TLS, or not trusted
+                                         self->ReadUpgrade();
+                                       });
+    } else {
+      ReadUpgrade();
+    }
+  }
+
+  void Abort() override {
+    boost::beast::error_code ec;
+    boost::beast::get_lowest_layer(ws_).socket().close(ec);
+    grace.cancel();
+  }
+
  private:
-  void Read() {
-    auto self = shared_from_this();
+  static std::string PeerIp(const boost::asio::ip::tcp::socket& s) {
+    boost::beast::error_code ec;
+    auto ep = s.remote_endpoint(ec);
+    return ec ? std::string() : ep.address().to_string();
+  }
+  std::shared_ptr<WsConnection> Self() { return std::static_pointer_cast<WsConnection>(shared_from_this()); }
+
+  // The upgrade request first, for its path and headers: the SDKs open a
+  // second WebSocket on /otel for telemetry only, which the engine serves
+  // apart (workers/worker/mod.rs route "/otel" → mod.rs handle_otel) and never
+  // counts as a worker; the headers go to the auth function.
+  void ReadUpgrade() {
+    auto self = Self();
+    boost::beast::http::async_read(ws_.next_layer(), in_, req_, [self](boost::beast::error_code ec, size_t) {
+      if (ec) return self->Abort();
+      self->otel = self->req_.target().starts_with("/otel");
+      self->ws_.async_accept(self->req_, [self](boost::beast::error_code ec) {
+        if (ec) return self->Abort();
+        self->Opened();
+      });
+    });
+  }
+
+  void Read() override {
+    auto self = Self();
     ws_.async_read(in_, [self](boost::beast::error_code ec, size_t) {
-      if (ec) {
-        self->open_ = false;
-        if (!self->closed_) {
-          self->closed_ = true;
-          if (!self->otel && self->handlers_.on_close) self->handlers_.on_close(self);
-        }
-        return;
-      }
+      if (ec) return self->Ended();
       std::string s = boost::beast::buffers_to_string(self->in_.data());
       self->in_.consume(self->in_.size());
-      if (!self->otel && self->handlers_.on_frame) self->handlers_.on_frame(self, s);
+      self->Received(s);
       self->Read();
     });
   }
 
-  void Write() {
-    auto self = shared_from_this();
+  void Write() override {
+    auto self = Self();
     if (out_.empty()) {
       writing_ = false;
       if (closing_ && open_) {
         writing_ = true;  // nothing may be written after the Close frame
-        ws_.async_close(boost::beast::websocket::close_code::normal, [self](boost::beast::error_code) {});
+        boost::beast::websocket::close_reason why;
+        if (close_normal_) why = boost::beast::websocket::close_code::normal;
+        ws_.async_close(why, [self](boost::beast::error_code) {});
       }
       return;
     }
@@ -143,12 +212,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<NextLayer> ws_;
   boost::beast::flat_buffer in_;
-  boost::beast::http::request<boost::beast::http::string_body> req_;
-  std::deque<std::string> out_;
-  bool writing_ = false, open_ = false, closing_ = false, closed_ = false;
-  Handlers handlers_;
 };
 
 }  // namespace skiff::e2e::engine_double
