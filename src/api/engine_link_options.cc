@@ -28,13 +28,13 @@ bool IsHeaderSafe(const std::string& t) {
 }
 
 Result<std::string> ReadToken(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return Bad("engine_token_file", "cannot read '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return Bad("engine_token_file", "'" + path + "' is not a regular file");
   if ((st.st_mode & 077) != 0) {
-    return Bad("engine_token_file", "'" + path +
-                          "' may be read by group or others; chmod 600 it (the credential admits a host)");
+    return Bad("engine_token_file",
+               "'" + path + "' may be read by group or others; chmod 600 it (the credential admits a host)");
   }
   if (st.st_size > 4096) return Bad("engine_token_file", "'" + path + "' is larger than 4096 bytes");
   auto text = ReadFile(path, 4096);
@@ -43,8 +43,9 @@ Result<std::string> ReadToken(const std::string& path) {
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
   if (t.empty()) return Bad("engine_token_file", "'" + path + "' is empty");
   if (!IsHeaderSafe(t)) {
-    return Bad("engine_token_file", "'" + path +
-                          "' must hold one line of printable ASCII without spaces (it is sent as a header)");
+    return Bad(
+        "engine_token_file",
+        "'" + path + "' must hold one line of printable ASCII without spaces (it is sent as a header)");
   }
   return t;
 }
@@ -61,8 +62,7 @@ Result<std::shared_ptr<ssl::context>> TlsContext(const std::optional<std::string
   if (ca_file) {
     ctx->load_verify_file(*ca_file, ec);
     if (ec) {
-      return Bad("engine_ca_file", "cannot load CA certificates from '" + *ca_file +
-                            "': " + ec.message());
+      return Bad("engine_ca_file", "cannot load CA certificates from '" + *ca_file + "': " + ec.message());
     }
   } else {
     ctx->set_default_verify_paths(ec);
@@ -73,7 +73,8 @@ Result<std::shared_ptr<ssl::context>> TlsContext(const std::optional<std::string
 
 }  // namespace
 
-Result<EngineLinkOptions> LoadEngineLinkOptions(const std::string& url, const std::optional<std::string>& ca_file,
+Result<EngineLinkOptions> LoadEngineLinkOptions(const std::string& url,
+                                                const std::optional<std::string>& ca_file,
                                                 const std::optional<std::string>& token_file) {
   EngineLinkOptions o;
   o.url = url;

@@ -56,7 +56,8 @@ std::optional<WsUrl> ParseWsUrl(std::string_view url, std::string* why) {
   if (port.empty()) {
     out.port = out.tls ? "443" : "80";
   } else {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    if (port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return fail("the port is not a number");
     unsigned long n = std::stoul(std::string(port));
     if (n == 0 || n > 65535) return fail("the port is out of range 1-65535");

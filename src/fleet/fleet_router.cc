@@ -23,6 +23,10 @@ constexpr milliseconds kCreateDeadline{15 * 60 * 1000};
 constexpr milliseconds kCallDeadline{10 * 60 * 1000};
 constexpr milliseconds kCallMargin{60 * 1000};
 constexpr milliseconds kListDeadline{30 * 1000};
+// A list fanned out to every healthy host waits for each no longer than a
+// probe does (RouterOptions::probe_deadline): a host partitioned since the
+// last probe is left out of that one answer instead of holding it (and a
+// router thread) for kListDeadline.
 
 milliseconds DeadlineFor(const std::string& function_id, const json& payload) {
   if (function_id == "sandbox::create" || function_id == "sandbox::run" || function_id == "sandbox::fork")
@@ -333,7 +337,7 @@ Invocation FleetRouter::Run(const json& payload) {
 Invocation FleetRouter::FanOut(const std::string& function_id, const json& payload, const char* key) {
   std::vector<std::string> nss = hosts_.HealthyNamespaces();
   if (nss.empty()) return Fail(NoHosts());
-  auto answers = CallEach(calls_, function_id, nss, payload, kListDeadline);
+  auto answers = CallEach(calls_, function_id, nss, payload, opt_.probe_deadline);
   json merged = json::array();
   for (size_t i = 0; i < nss.size(); ++i) {
     const auto& a = answers[i];

@@ -10,10 +10,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "daemon_harness.h"
 #include "engine_double.h"
+#include "test_ca.h"
 
 namespace skiff::e2e {
 namespace {
@@ -419,15 +424,116 @@ TEST(WorkerModeTest, BadOrUselessNamespacesAreConfigErrors) {
   EXPECT_THAT(file.Log(), HasSubstr("iii_namespace"));
 }
 
-// skiffd links no TLS: a wss:// engine is a configuration error (exit 2),
-// not a worker that silently never connects.
-TEST(WorkerModeTest, WssEngineUrlIsAConfigError) {
+// A directory of the test's own, removed at the end.
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/skiff-wss-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    path = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+// Waits for `text` in the daemon's log (an event, not a timing claim).
+bool LogShows(Daemon& d, const std::string& text, std::chrono::seconds within = 30s) {
+  auto end = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < end) {
+    if (d.Log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+// docs/multihost.md#tls: across a network the link is wss://, and the
+// engine's certificate must chain to the configured CA and name the host.
+TEST(WorkerModeTest, JoinsAWssEngineItsCaVouchesFor) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  Daemon flag(kConfig, {"--engine", "wss://127.0.0.1:1"});
-  EXPECT_EQ(flag.exited() ? flag.exit_status() : flag.WaitExit(10s), 2) << flag.Log();
-  Daemon file(std::string(kConfig) + "engine_url: wss://127.0.0.1:1\n");
-  EXPECT_EQ(file.exited() ? file.exit_status() : file.WaitExit(10s), 2) << file.Log();
-  EXPECT_THAT(file.Log(), HasSubstr("engine_url"));
+  TempDir dir;
+  TestCa ca = MakeTestCa(dir.path);
+  EngineDouble::Options o;
+  o.tls_cert_file = ca.server_cert_file;
+  o.tls_key_file = ca.server_key_file;
+  EngineDouble eng(o);
+  ASSERT_THAT(eng.url(), StartsWith("wss://127.0.0.1:"));
+  Daemon d(kConfig, {"--engine", eng.url(), "--engine-ca", ca.ca_cert_file});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto sent = Registration(eng, 0);
+  ASSERT_FALSE(sent.empty()) << "no registration over wss:// within 30 s\n" << d.Log();
+  EXPECT_EQ(sent.front()["function_id"], "engine::workers::register");
+  eng.Invoke("l-1", "sandbox::list", json::object());
+  auto r = eng.WaitResult("l-1");
+  ASSERT_TRUE(r) << d.Log();
+  EXPECT_TRUE((*r)["result"]["sandboxes"].is_array()) << r->dump();
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+TEST(WorkerModeTest, AWssEngineNotVouchedForIsNeverJoined) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  TempDir dir, other_dir;
+  TestCa ca = MakeTestCa(dir.path);
+  TestCa other = MakeTestCa(other_dir.path);
+  EngineDouble::Options o;
+  o.tls_cert_file = ca.server_cert_file;
+  o.tls_key_file = ca.server_key_file;
+  o.address = "0.0.0.0";  // so 127.0.0.2, a name its certificate lacks, reaches it too
+  EngineDouble eng(o);
+  const std::string port = std::to_string(eng.port());
+  struct Case {
+    std::vector<std::string> args;
+    std::string why;
+  };
+  std::vector<Case> cases = {
+      // The system's trust store does not know the test CA.
+      {{"--engine", "wss://127.0.0.1:" + port}, "certificate verify failed"},
+      // Another CA.
+      {{"--engine", "wss://127.0.0.1:" + port, "--engine-ca", other.ca_cert_file},
+       "certificate verify failed"},
+      // The right CA, but the certificate does not name this address.
+      {{"--engine", "wss://127.0.0.2:" + port, "--engine-ca", ca.ca_cert_file}, "IP address mismatch"},
+  };
+  for (const auto& c : cases) {
+    Daemon d(kConfig, c.args);
+    ASSERT_TRUE(d.ready()) << d.Log();
+    EXPECT_TRUE(LogShows(d, c.why)) << c.args[1] << "\n" << d.Log();
+    EXPECT_EQ(d.Get("/healthz").Json()["status"], "engine_disconnected");
+    EXPECT_EQ(d.Terminate(), 0) << d.Log();
+  }
+  // Not one frame reached the engine from any of them.
+  EXPECT_TRUE(eng.received().empty()) << eng.received().front().msg.dump();
+}
+
+// Every mistake in the engine link's settings is a config error (exit 2)
+// at start, not a worker that silently never connects.
+TEST(WorkerModeTest, EngineLinkMistakesAreConfigErrors) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+    std::string path = dir.path + "/" + name;
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+    return path;
+  };
+  std::string open_token = write("open.token", "t0ken\n", 0644);
+  std::string junk_ca = write("junk.pem", "junk\n", 0644);
+  struct Case {
+    std::string config;
+    std::vector<std::string> args;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {"", {"--engine", "ws://10.0.0.1:49134"}, "use wss://"},
+      {"engine_url: ws://192.0.2.1:49134\n", {}, "use wss://"},
+      {"", {"--engine", "wss://127.0.0.1:1", "--engine-token-file", open_token}, "chmod 600"},
+      {"", {"--engine", "wss://127.0.0.1:1", "--engine-ca", junk_ca}, "engine_ca_file"},
+      {"", {"--engine", "ws://127.0.0.1:1", "--engine-ca", junk_ca}, "engine_ca_file is for a wss:// engine"},
+      {"", {"--engine-token-file", open_token}, "needs worker mode"},
+  };
+  for (const auto& c : cases) {
+    Daemon d(std::string(kConfig) + c.config, c.args);
+    EXPECT_EQ(d.exited() ? d.exit_status() : d.WaitExit(10s), 2) << c.says << "\n" << d.Log();
+    EXPECT_THAT(d.Log(), HasSubstr(c.says));
+  }
 }
 
 }  // namespace

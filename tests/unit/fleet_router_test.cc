@@ -29,17 +29,19 @@ class FakeEngine final : public EngineCalls {
   std::set<std::string> connected;
   bool legacy = false;                                     // workers listed without a namespace (iii 0.22)
   std::vector<std::pair<std::string, std::string>> calls;  // (function, namespace)
+  std::map<std::string, std::chrono::milliseconds> deadlines;  // the last one given, by function
 
   static json SError(const std::string& code, const std::string& message) {
     json inner = {{"code", code}, {"message", message}};
     return {{"code", "invocation_failed"}, {"message", "handler error: " + inner.dump()}};
   }
 
-  void Call(const std::string& fn, const std::string& ns, json data, std::chrono::milliseconds,
+  void Call(const std::string& fn, const std::string& ns, json data, std::chrono::milliseconds deadline,
             std::function<void(CallOutcome)> done) override {
     {
       std::lock_guard<std::mutex> l(mu_);
       calls.emplace_back(fn, ns);
+      deadlines[fn] = deadline;
     }
     done(Answer(fn, ns, data));
   }
@@ -227,6 +229,23 @@ TEST_F(FleetRouterTest, ASilentHostGetsNoNewSandboxes) {
   engine.hosts["skiff.b"].silent = false;  // healed
   ASSERT_TRUE(router.Probe().ok());
   EXPECT_EQ(router.hosts().StateOf("skiff.b"), HostState::kHealthy);
+}
+
+// A host partitioned since the last probe holds a merged list no longer
+// than a probe would wait for it, and is left out of that answer.
+TEST_F(FleetRouterTest, AListWaitsForASilentHostOnlyAsLongAsAProbe) {
+  ASSERT_TRUE(router.Probe().ok());
+  Create();
+  ASSERT_TRUE(router.Probe().ok());
+  engine.hosts["skiff.a"].silent = true;
+  engine.hosts["skiff.b"].silent = true;
+  engine.hosts["skiff.c"].silent = true;
+  Invocation inv = router.Handle("sandbox::list", json::object());
+  ASSERT_TRUE(inv.result);
+  EXPECT_EQ((*inv.result)["sandboxes"].size(), 0u);
+  EXPECT_EQ(engine.deadlines["sandbox::list"], RouterOptions{}.probe_deadline);
+  for (auto n : {"skiff.a", "skiff.b", "skiff.c"})
+    EXPECT_EQ(router.hosts().StateOf(n), HostState::kSilent) << n;
 }
 
 TEST_F(FleetRouterTest, ARestartedRouterFindsSandboxesByAskingTheHosts) {

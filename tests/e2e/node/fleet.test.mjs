@@ -1,19 +1,27 @@
-// A fleet on one machine (docs/multihost.md): the engine double, three jail
-// hosts (`skiff serve --iii-namespace skiff.hN`, each with its own data
-// directory), one router (`skiff route`), and the unmodified iii-sdk as the
-// caller, which knows nothing of hosts. SKIFF_BIN and ENGINE_DOUBLE are set
-// by fleet_run.sh.
+// A fleet on one machine (docs/multihost.md): the engine double serving
+// wss:// with a test CA, three jail hosts (`skiff serve --iii-namespace
+// skiff.hN`, each with its own data directory), one router (`skiff route`),
+// and the unmodified iii-sdk as the caller, which knows nothing of hosts; a
+// fourth host lives in a network namespace of the test's own, behind a veth
+// link the test takes down and up (a real partition). SKIFF_BIN,
+// ENGINE_DOUBLE and FLEET_TLS_DIR (ca.pem, server.pem, server-key.pem; the
+// server certificate also names PARTITION_IP) are set by fleet_run.sh, which
+// also makes node trust ca.pem.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync, readFileSync, rmSync, openSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:net'
-import { registerWorker } from 'iii-sdk'
+import { connectCaller, sError } from './iii_caller.mjs'
 
 const SKIFF = process.env.SKIFF_BIN
 const DOUBLE = process.env.ENGINE_DOUBLE
+const TLS = process.env.FLEET_TLS_DIR
+const CA = join(TLS, 'ca.pem')
+// The engine as a partitioned host sees it: the root side of the veth link.
+const PARTITION_IP = process.env.PARTITION_IP
 const tmp = mkdtempSync(join(tmpdir(), 'skiff-fleet-'))
 const procs = new Set()
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
@@ -49,7 +57,7 @@ async function waitFor (what, fn, ms = 60000) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`)
 }
 
-let engineUrl, iii
+let engineUrl, engineport, iii, call
 const hosts = {}
 
 async function startHost (name, max = 3) {
@@ -57,28 +65,14 @@ async function startHost (name, max = 3) {
   const cfg = join(tmp, `${name}.yaml`)
   writeFileSync(cfg, `image_allowlist: [host]\nisolation: jail\nmax_concurrent_sandboxes: ${max}\n`)
   const child = start(name, [SKIFF, 'serve', '--port', String(port), '--config', cfg, '--engine', engineUrl,
-    '--iii-namespace', `skiff.${name}`], { XDG_DATA_HOME: join(tmp, `data-${name}`) })
+    '--engine-ca', CA, '--iii-namespace', `skiff.${name}`], { XDG_DATA_HOME: join(tmp, `data-${name}`) })
   await waitFor(`${name} to listen`, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200)
   return { child, port, ns: `skiff.${name}` }
 }
 
 function startRouter (name) {
-  return start(name, [SKIFF, 'route', '--engine', engineUrl, '--probe-ms', '200', '--probe-deadline-ms', '1000'],
-    { SKIFF_LOG: 'info' })
-}
-
-const call = (function_id, payload, timeoutMs = 120000) => iii.trigger({ function_id, payload, timeoutMs })
-
-async function sError (p) {
-  try {
-    await p
-  } catch (e) {
-    const text = String(e?.message ?? e)
-    const at = text.indexOf('{', text.indexOf('handler error: '))
-    assert.ok(at >= 0, `no S-code object in: ${text}`)
-    return JSON.parse(text.slice(at))
-  }
-  assert.fail('expected an error')
+  return start(name, [SKIFF, 'route', '--engine', engineUrl, '--engine-ca', CA, '--probe-ms', '200',
+    '--probe-deadline-ms', '1000'], { SKIFF_LOG: 'info' })
 }
 
 // The hosts the router currently places on: each healthy host answers the catalog.
@@ -94,12 +88,14 @@ async function onHost (h) {
 }
 
 before(async () => {
-  const dbl = start('engine', [DOUBLE, '--port', '0'])
-  const port = await waitFor('the engine double', () => /listening (\d+)/.exec(dbl.log())?.[1])
-  engineUrl = `ws://127.0.0.1:${port}`
+  // On every address, so the partitioned host reaches it over its veth link.
+  const dbl = start('engine', [DOUBLE, '--port', '0', '--address', '0.0.0.0', '--tls-cert', join(TLS, 'server.pem'),
+    '--tls-key', join(TLS, 'server-key.pem')])
+  engineport = await waitFor('the engine double', () => /listening (\d+)/.exec(dbl.log())?.[1])
+  engineUrl = `wss://127.0.0.1:${engineport}`
   for (const n of ['h1', 'h2', 'h3']) hosts[n] = await startHost(n)
   hosts.router = startRouter('router')
-  iii = registerWorker(engineUrl, { workerName: 'fleet-e2e', enableMetricsReporting: false, invocationTimeoutMs: 120000 })
+  ;({ iii, call } = connectCaller(engineUrl, 'fleet-e2e'))
   await waitFor('three healthy hosts', async () => (await healthyHosts()).size === 3)
 })
 
@@ -163,6 +159,70 @@ test('a stopped (partitioned) host gets no new sandboxes, and is used again when
   await waitFor('h2 to be healthy again', async () => (await healthyHosts()).has('skiff.h2'), 20000)
 })
 
+// A real partition: host hp runs in a network namespace of its own and
+// reaches the engine over a veth pair (wss:// to PARTITION_IP). With the
+// link down its connection stays open but carries nothing: the router's
+// probe goes unanswered, hp gets no new sandboxes; with the link up again
+// the same connection carries on, and hp's sandbox answers.
+test('a host behind a veth link taken down is left out, and heals when the link is back', async () => {
+  const ns = `skiff-fleet-${process.pid}`
+  const rootSide = `sfr${process.pid % 100000}`
+  const hostSide = `sfh${process.pid % 100000}`
+  const ip = (...args) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] })
+  const hostIp = PARTITION_IP.replace(/\.\d+$/, m => `.${Number(m.slice(1)) + 1}`)
+  ip('netns', 'add', ns)
+  let hp
+  try {
+    ip('link', 'add', rootSide, 'type', 'veth', 'peer', 'name', hostSide, 'netns', ns)
+    ip('addr', 'add', `${PARTITION_IP}/30`, 'dev', rootSide)
+    ip('link', 'set', rootSide, 'up')
+    ip('-n', ns, 'addr', 'add', `${hostIp}/30`, 'dev', hostSide)
+    ip('-n', ns, 'link', 'set', hostSide, 'up')
+    ip('-n', ns, 'link', 'set', 'lo', 'up')
+    const cfg = join(tmp, 'hp.yaml')
+    writeFileSync(cfg, 'image_allowlist: [host]\nisolation: jail\nmax_concurrent_sandboxes: 3\n')
+    // nsenter switches only the network namespace (`ip netns exec` would
+    // also remount /sys, hiding the cgroups the jail needs).
+    hp = start('hp', ['nsenter', `--net=/run/netns/${ns}`, SKIFF, 'serve', '--port', String(await freePort()),
+      '--config', cfg, '--engine', `wss://${PARTITION_IP}:${engineport}`, '--engine-ca', CA,
+      '--iii-namespace', 'skiff.hp'], { XDG_DATA_HOME: join(tmp, 'data-hp'), SKIFF_LOG: 'info' })
+    await waitFor('hp to join over its veth link', async () => (await healthyHosts()).has('skiff.hp'))
+    // Creates spread over the emptiest hosts: one of the first few lands on hp.
+    const first = []
+    for (let i = 0; i < 4 && !first.some(m => m.host === 'skiff.hp'); i++) {
+      first.push(await call('sandbox::create', { image: 'host' }))
+    }
+    const mine = first.find(m => m.host === 'skiff.hp')
+    assert.ok(mine, `no sandbox landed on hp: ${JSON.stringify(first)}`)
+    for (const m of first) if (m !== mine) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+
+    ip('link', 'set', rootSide, 'down')
+    const cut = Date.now()
+    await waitFor('hp to be left out', async () => !(await healthyHosts()).has('skiff.hp'), 30000)
+    console.log(`# partition detected after ${Date.now() - cut} ms (probe deadline 1000 ms)`)
+    const made = []
+    for (let i = 0; i < 3; i++) made.push(await call('sandbox::create', { image: 'host' }))
+    assert.ok(made.every(m => m.host !== 'skiff.hp'), JSON.stringify(made))
+    for (const m of made) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+
+    ip('link', 'set', rootSide, 'up')
+    await waitFor('hp to be healthy again', async () => (await healthyHosts()).has('skiff.hp'), 60000)
+    const x = await call('sandbox::exec', { sandbox_id: mine.sandbox_id, cmd: 'echo across' })
+    assert.equal(x.stdout, 'across\n')
+    await call('sandbox::stop', { sandbox_id: mine.sandbox_id, wait: true })
+    assert.equal(hp.log().match(/registered with the engine/g)?.length, 1, 'hp reconnected instead of healing\n' +
+      hp.log())
+  } finally {
+    if (hp) {
+      hp.kill('SIGTERM')
+      await hp.exited
+      await waitFor('hp to be gone from the fleet', async () => !(await healthyHosts()).has('skiff.hp'))
+    }
+    try { ip('link', 'del', rootSide) } catch {}
+    ip('netns', 'del', ns)
+  }
+})
+
 test('SIGKILL of a host mid-exec: its sandboxes are "host lost", creates avoid it, and it rejoins', async () => {
   const first = []
   for (let i = 0; i < 3; i++) first.push(await call('sandbox::create', { image: 'host' }))
@@ -199,7 +259,7 @@ test('two hosts given one namespace: the second is refused and exits 3 saying wh
   const cfg = join(tmp, 'dup.yaml')
   writeFileSync(cfg, 'image_allowlist: [host]\nisolation: jail\n')
   const dup = start('dup', [SKIFF, 'serve', '--port', String(port), '--config', cfg, '--engine', engineUrl,
-    '--iii-namespace', 'skiff.h2'], { XDG_DATA_HOME: join(tmp, 'data-dup') })
+    '--engine-ca', CA, '--iii-namespace', 'skiff.h2'], { XDG_DATA_HOME: join(tmp, 'data-dup') })
   assert.equal(await dup.exited, 3)
   assert.match(dup.log(), /WORKER_NAMESPACE_CONFLICT/)
   assert.match(dup.log(), /skiff\.h2/)

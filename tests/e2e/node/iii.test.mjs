@@ -3,29 +3,14 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { registerWorker } from 'iii-sdk'
 import { createChannel } from 'iii-sdk/helpers'
 import { ChannelReader } from 'iii-sdk/channel'
+import { connectCaller, sError } from './iii_caller.mjs'
 
 const URL = process.env.SKIFF_URL
 const IMAGE = process.env.SKIFF_TEST_IMAGE ?? 'host'
-const iii = registerWorker(URL, { workerName: 'skiff-e2e', enableMetricsReporting: false, invocationTimeoutMs: 120000 })
+const { iii, call } = connectCaller(URL, 'skiff-e2e')
 after(async () => { await iii.shutdown() })
-
-const call = (function_id, payload, timeoutMs = 120000) => iii.trigger({ function_id, payload, timeoutMs })
-
-// The S-code object travels inside the SDK's error message (docs/architecture.md#transports-and-their-limits).
-async function sError (p) {
-  try {
-    await p
-  } catch (e) {
-    const text = String(e?.message ?? e)
-    const at = text.indexOf('{', text.indexOf('handler error: '))
-    assert.ok(at >= 0, `no S-code object in: ${text}`)
-    return JSON.parse(text.slice(at))
-  }
-  assert.fail('expected an error')
-}
 
 test('sandbox::run returns stdout and exit code', async () => {
   const r = await call('sandbox::run', { image: IMAGE, lang: 'python', code: 'print(6*7)' })
