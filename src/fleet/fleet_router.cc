@@ -268,6 +268,7 @@ Invocation FleetRouter::Create(const json& payload) {
   // The router names the sandbox, so a create retried after a lost answer
   // finds the sandbox it made instead of making a second one.
   std::string id;
+  const bool caller_named_it = p.contains("sandbox_id");
   if (auto it = p.find("sandbox_id"); it != p.end()) {
     if (!it->is_string()) return ToAnyHost("sandbox::create", payload);
     id = it->get<std::string>();
@@ -300,6 +301,17 @@ Invocation FleetRouter::Create(const json& payload) {
       continue;  // full (or not the snapshot's host): the next one
     }
     Invocation inv = Relay(ns, o, "");
+    if (!caller_named_it && inv.error && o.kind == Kind::kError && CalleeGone(o.body) &&
+        hosts_.StateOf(ns) == HostState::kLost) {
+      // The host left during the create: whatever it made went with it.
+      // Another host gets the create under a new name, so an id can never
+      // name two sandboxes should the lost host come back with its state.
+      // (A caller-chosen id keeps the error: its retry decides.)
+      id = NewUuid();
+      p["sandbox_id"] = id;
+      last = std::move(inv);
+      continue;
+    }
     if (inv.result) {
       std::string sid = inv.result->is_object() ? inv.result->value("sandbox_id", id) : id;
       locator_.Put(sid, Placement{ns, hosts_.BootOf(ns).value_or("")});

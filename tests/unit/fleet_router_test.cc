@@ -248,6 +248,34 @@ TEST_F(FleetRouterTest, AListWaitsForASilentHostOnlyAsLongAsAProbe) {
     EXPECT_EQ(router.hosts().StateOf(n), HostState::kSilent) << n;
 }
 
+// A host that leaves during a create (its worker gone before it answered)
+// costs the caller nothing: the next host makes the sandbox, under a new
+// name. A caller that named the sandbox gets the error and decides.
+TEST_F(FleetRouterTest, ACreateWhoseHostLeavesMidCallGoesToTheNextHost) {
+  ASSERT_TRUE(router.Probe().ok());
+  engine.connected.erase("skiff.a");  // gone, and the router has not probed since
+  engine.connected.erase("skiff.b");
+  for (int i = 0; i < 3; ++i) {
+    Invocation c = router.Handle("sandbox::create", {{"image", "python"}});
+    ASSERT_TRUE(c.result) << (c.error ? c.error->message() : c.relayed_error->dump());
+    EXPECT_EQ((*c.result)["host"], "skiff.c");
+  }
+  engine.connected.erase("skiff.c");
+  Invocation none = router.Handle("sandbox::create", {{"image", "python"}});
+  ASSERT_TRUE(none.error);
+  EXPECT_EQ(none.error->code(), Code::kS300) << none.error->message();
+
+  engine.connected = {"skiff.a", "skiff.b", "skiff.c"};
+  ASSERT_TRUE(router.Probe().ok());
+  engine.connected.erase("skiff.a");
+  engine.connected.erase("skiff.b");
+  engine.connected.erase("skiff.c");
+  Invocation named = router.Handle(
+      "sandbox::create", {{"image", "python"}, {"sandbox_id", "0d9c7e4b-5a61-4f3e-9a2d-1c8b7e6f5a43"}});
+  ASSERT_TRUE(named.error);
+  EXPECT_EQ(named.error->code(), Code::kS300);
+}
+
 TEST_F(FleetRouterTest, ARestartedRouterFindsSandboxesByAskingTheHosts) {
   ASSERT_TRUE(router.Probe().ok());
   std::string id = Create();
