@@ -18,15 +18,30 @@
 //  - serves engine::workers::register / list, state::set / get / delete and
 //    the engine::workers-available trigger itself (builtins.h);
 //  - with `legacy_0_22`, behaves as the engine up to 0.22: no namespaces, the
-//    last registrant of an id silently replaces the first.
+//    last registrant of an id silently replaces the first;
+//  - with `rbac_port`, opens a second listener with an `rbac` block, as the
+//    engine does for a further iii-worker-manager entry (workers/worker/
+//    README.md "Multiple Listeners": an internal listener for trusted workers,
+//    an RBAC one for untrusted clients). Each connection there is first
+//    authenticated by calling `auth_function_id` — a function some worker
+//    registered in `default`, called with {headers, query_params, ip_address}
+//    of the WebSocket upgrade — and refused with an `error` frame
+//    (AUTH_ERROR) and a Close when that fails; the session the function
+//    returns (allowed / forbidden functions, per-namespace grants, may it
+//    register, a registration prefix) and the `expose_functions` rules then
+//    gate its calls, registrations and triggers as the engine does
+//    (engine_double/rbac.h). The main listener has no `rbac` block: it is
+//    where the auth function's own worker connects, since a listener cannot
+//    ask a function nobody could have registered yet.
 // Tests also see every frame a worker sent (received / WaitFor), can push
 // engine → worker frames, reject one function id, or drop the first
 // connection attempts to simulate an engine that is restarting.
 //
 // Differences from the engine a fleet should know: worker ids and reattach
 // tokens are "worker-N" / "token-N" (the engine uses UUIDs; nothing may parse
-// them), RBAC, HTTP-invocation functions, queues (action enqueue), channels,
-// services and every other trigger type are not served.
+// them), middleware, the RBAC registration hooks, HTTP-invocation functions,
+// queues (action enqueue), channels, services and every other trigger type
+// are not served.
 #pragma once
 
 #include <fcntl.h>
@@ -34,6 +49,7 @@
 // Boost.Asio's headers use std::exchange without including <utility>.
 #include <utility>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +69,7 @@
 #include "base/text.h"
 #include "engine_double/builtins.h"
 #include "engine_double/connection.h"
+#include "engine_double/rbac.h"
 #include "engine_double/registry.h"
 
 namespace skiff::e2e {
@@ -66,8 +83,16 @@ struct EngineDoubleOptions {
   // engine::workers::register before they are filed under `default`.
   std::chrono::milliseconds namespace_grace{5000};
   std::string address = "127.0.0.1";  // where to listen
-  // PEM files: with both, the listener serves wss:// (TLS 1.2 or newer).
+  // PEM files: with both, the listeners serve wss:// (TLS 1.2 or newer).
   std::string tls_cert_file, tls_key_file;
+  // The RBAC listener (workers/worker/mod.rs WorkerManagerConfig {port,
+  // rbac}): none unless set; 0 = any free port. Its rbac block:
+  std::optional<uint16_t> rbac_port;
+  std::string auth_function_id;  // rbac.auth_function_id; empty: every connection let in
+  // rbac.expose_functions, each rule as the engine's config spells it: the
+  // string `match("sandbox::*")`, or {"match": "…", "namespace": "…"}, or
+  // {"metadata": {"public": true}, "namespace": "…"} (rbac_config.rs).
+  std::vector<nlohmann::json> expose_functions;
 };
 
 class EngineDouble {
@@ -83,11 +108,28 @@ class EngineDouble {
   using Options = EngineDoubleOptions;
 
   EngineDouble() : EngineDouble(Options()) {}
-  // Throws when it cannot listen or load the TLS files.
-  explicit EngineDouble(Options o) : opt_(std::move(o)), acceptor_(ioc_), registry_(opt_.legacy_0_22) {
+  // Throws when it cannot listen or load the TLS files, and
+  // std::invalid_argument for options that do not go together or an
+  // expose_functions rule the engine would not parse.
+  explicit EngineDouble(Options o) : opt_(std::move(o)), registry_(opt_.legacy_0_22) {
     namespace net = boost::asio;
     if (opt_.tls_cert_file.empty() != opt_.tls_key_file.empty()) {
       throw std::invalid_argument("TLS needs both a certificate and a key file");
+    }
+    if (!opt_.rbac_port && (!opt_.auth_function_id.empty() || !opt_.expose_functions.empty())) {
+      throw std::invalid_argument("an auth function or expose_functions need the RBAC listener (rbac_port)");
+    }
+    std::shared_ptr<engine_double::RbacConfig> rbac;
+    if (opt_.rbac_port) {
+      rbac = std::make_shared<engine_double::RbacConfig>();
+      rbac->auth_function_id = opt_.auth_function_id;
+      for (const auto& rule : opt_.expose_functions) {
+        try {
+          rbac->expose_functions.push_back(engine_double::FunctionFilter::Parse(rule));
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string("expose_functions: ") + e.what());
+        }
+      }
     }
     if (!opt_.tls_cert_file.empty()) {
       tls_.emplace(net::ssl::context::tls_server);
@@ -97,15 +139,8 @@ class EngineDouble {
       tls_->use_certificate_chain_file(opt_.tls_cert_file);
       tls_->use_private_key_file(opt_.tls_key_file, net::ssl::context::pem);
     }
-    net::ip::tcp::endpoint ep(net::ip::make_address(opt_.address), opt_.port);
-    acceptor_.open(ep.protocol());
-    // The daemon under test is forked later: it must not inherit the listener.
-    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
-    acceptor_.set_option(net::socket_base::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
-    Accept();
+    Listen(main_, opt_.port, nullptr);
+    if (opt_.rbac_port) Listen(rbac_listener_.emplace(ioc_), *opt_.rbac_port, std::move(rbac));
     thread_ = std::thread([this] { ioc_.run(); });
   }
 
@@ -113,19 +148,21 @@ class EngineDouble {
   ~EngineDouble() {
     boost::asio::post(ioc_, [this] {
       boost::beast::error_code ec;
-      acceptor_.close(ec);
+      main_.acceptor.close(ec);
+      if (rbac_listener_) rbac_listener_->acceptor.close(ec);
       for (auto& c : conns_) c->Abort();
       ioc_.stop();
     });
     thread_.join();
   }
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return main_.port; }
   bool tls() const { return tls_.has_value(); }
   // ws://127.0.0.1:PORT, or wss:// when serving TLS.
-  std::string url() const {
-    return (tls_ ? "wss://" : "ws://") + std::string("127.0.0.1:") + std::to_string(port_);
-  }
+  std::string url() const { return Url(main_.port); }
+  // The RBAC listener's port and URL (0 / "" without one).
+  uint16_t rbac_port() const { return rbac_listener_ ? rbac_listener_->port : 0; }
+  std::string rbac_url() const { return rbac_listener_ ? Url(rbac_listener_->port) : ""; }
 
   // TCP connections accepted (including dropped ones), with their times.
   std::vector<Clock::time_point> accept_times() {
@@ -225,6 +262,19 @@ class EngineDouble {
   using Conn = engine_double::Connection;
   using ConnPtr = Conn::Ptr;
   using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+  using Session = engine_double::Session;
+
+  // One worker listener (workers/worker/mod.rs WorkerManager): its port and
+  // its `rbac` block (null: none).
+  struct Listener {
+    explicit Listener(boost::asio::io_context& ioc) : acceptor(ioc) {}
+    boost::asio::ip::tcp::acceptor acceptor;
+    uint16_t port = 0;
+    std::shared_ptr<const engine_double::RbacConfig> rbac;
+  };
+  // What a call the engine makes itself gets back: the result, or the error.
+  using EngineCallDone =
+      std::function<void(const std::optional<json>& result, const std::optional<json>& error)>;
 
   // A call routed to a worker and not answered yet (invocation/mod.rs
   // InvocationHandler, keyed by the forwarded invocation id).
@@ -233,6 +283,7 @@ class EngineDouble {
     json caller_invocation_id;  // null: a void call, nobody gets a result
     std::string function_id;
     std::weak_ptr<Conn> target;
+    EngineCallDone done;  // a call the engine made itself (no caller), e.g. the auth function
   };
   // A registertrigger of engine::workers-available (engine_fn/mod.rs).
   struct Trigger {
@@ -301,8 +352,26 @@ class EngineDouble {
     cv_.notify_all();
   }
 
-  void Accept() {
-    acceptor_.async_accept([this](boost::beast::error_code ec, boost::asio::ip::tcp::socket s) {
+  std::string Url(uint16_t port) const {
+    return (tls_ ? "wss://" : "ws://") + std::string("127.0.0.1:") + std::to_string(port);
+  }
+
+  void Listen(Listener& l, uint16_t port, std::shared_ptr<const engine_double::RbacConfig> rbac) {
+    namespace net = boost::asio;
+    net::ip::tcp::endpoint ep(net::ip::make_address(opt_.address), port);
+    l.acceptor.open(ep.protocol());
+    // The daemon under test is forked later: it must not inherit the listener.
+    ::fcntl(l.acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
+    l.acceptor.set_option(net::socket_base::reuse_address(true));
+    l.acceptor.bind(ep);
+    l.acceptor.listen();
+    l.port = l.acceptor.local_endpoint().port();
+    l.rbac = std::move(rbac);
+    Accept(l);
+  }
+
+  void Accept(Listener& l) {
+    l.acceptor.async_accept([this, &l](boost::beast::error_code ec, boost::asio::ip::tcp::socket s) {
       if (ec) return;
       bool drop;
       int index;
@@ -329,17 +398,62 @@ class EngineDouble {
           c = std::make_shared<engine_double::WsConnection<boost::beast::tcp_stream>>(std::move(s), index,
                                                                                       std::move(h));
         }
+        c->rbac = l.rbac;
         conns_.push_back(c);
         c->Start();
       }
-      Accept();
+      Accept(l);
     });
   }
 
-  // mod.rs handle_worker: register the connection, start namespace
-  // resolution (begin_namespace_resolution arms the grace timer), send
-  // WorkerRegistered, fire engine::workers-available {worker_connected}.
+  // mod.rs handle_worker / handle_otel: rbac_session.rs handle_session
+  // first. Without an auth function (or an rbac block) it grants the
+  // unscoped session at once (authenticate's early return).
   void OnOpen(const ConnPtr& c) {
+    if (c->rbac && !c->rbac->auth_function_id.empty()) return Authenticate(c);
+    auto s = std::make_shared<Session>();
+    s->rbac = c->rbac;
+    Admit(c, std::move(s));
+  }
+
+  // rbac_session.rs authenticate: engine.call(auth_function_id, {headers,
+  // query_params, ip_address}) — resolved in `default` (call_with_metadata)
+  // — and its result read as an AuthResult; any failure is an AUTH_ERROR.
+  void Authenticate(const ConnPtr& c) {
+    std::weak_ptr<Conn> w = c;
+    EngineCallDone done = [this, w](const std::optional<json>& result, const std::optional<json>& error) {
+      auto c = w.lock();
+      if (!c) return;
+      if (error) return Refuse(c, error->is_object() ? error->value("message", "") : "");
+      if (!result || result->is_null()) return Refuse(c, "auth function returned no result");
+      auto outcome = engine_double::ParseAuthResult(*result, c->rbac);
+      if (!outcome.session) return Refuse(c, outcome.error);
+      Admit(c, std::make_shared<const Session>(std::move(*outcome.session)));
+    };
+    const std::string& fn = c->rbac->auth_function_id;
+    if (!CallFromEngine(engine_double::kDefaultNamespace, fn,
+                        engine_double::AuthInput(c->request(), c->ip_address), done)) {
+      // call_with_metadata_ns's miss.
+      done(std::nullopt,
+           engine_double::ErrorBody("function_not_found", "Function " + fn + " not found in namespace " +
+                                                              engine_double::kDefaultNamespace));
+    }
+  }
+
+  // mod.rs handle_worker: a failed handle_session is answered with
+  // {"type": "error", "error": {code, message}}, then Close(None); the
+  // connection never becomes a worker.
+  void Refuse(const ConnPtr& c, const std::string& message) {
+    c->Send(json{{"type", "error"}, {"error", {{"code", "AUTH_ERROR"}, {"message", message}}}});
+    c->CloseAfterFlush(false);
+  }
+
+  // mod.rs handle_worker after the session: register the connection, start
+  // namespace resolution (begin_namespace_resolution arms the grace timer),
+  // send WorkerRegistered, fire engine::workers-available {worker_connected},
+  // then read its frames.
+  void Admit(const ConnPtr& c, std::shared_ptr<const Session> session) {
+    c->session = std::move(session);
     if (c->otel) return c->StartReading();  // telemetry: read (and ignored), never a worker
     c->worker_id = WorkerId(c->index);
     c->reattach_token = "token-" + std::to_string(c->index);
@@ -397,10 +511,12 @@ class EngineDouble {
     const std::string type = m["type"];
     if (type == "registerfunction") return RegisterFunction(c, m);
     if (type == "unregisterfunction") {
-      // UnregisterFunction: release only while it still owns the id.
+      // UnregisterFunction: the id resolved as registration resolved it (the
+      // session's prefix), released only while it still owns it.
       if (!m.contains("id") || !m["id"].is_string()) return;
-      c->functions.erase(m["id"].get<std::string>());
-      registry_.ReleaseFunction(c->ns, m["id"], c->worker_id);
+      const std::string id = Prefixed(c, m["id"]);
+      c->functions.erase(id);
+      registry_.ReleaseFunction(c->ns, id, c->worker_id);
       return;
     }
     if (type == "invokefunction") return InvokeFunction(c, m);
@@ -416,7 +532,11 @@ class EngineDouble {
 
   void RegisterFunction(const ConnPtr& c, const json& m) {
     if (!m.contains("id") || !m["id"].is_string()) return;  // does not decode
-    const std::string id = m["id"];
+    // mod.rs RegisterFunction: a session that may not register functions is
+    // ignored (only logged: "function registration not allowed for this
+    // session"); the id takes the session's prefix (resolve_registration_id).
+    if (!c->session->allow_function_registration) return;
+    const std::string id = Prefixed(c, m["id"]);
     if (!opt_.reject_function_id.empty() && id == opt_.reject_function_id) {
       c->Send(json{{"type", "registrationrejected"},
                    {"code", engine_double::kFunctionConflict},
@@ -468,6 +588,49 @@ class EngineDouble {
     return r;
   }
 
+  // mod.rs resolve_registration_id: `{prefix}::{id}` when the session has a
+  // function_registration_prefix.
+  static std::string Prefixed(const ConnPtr& c, const std::string& id) {
+    const auto& prefix = c->session->function_registration_prefix;
+    return prefix ? *prefix + "::" + id : id;
+  }
+
+  // mod.rs InvokeFunction's session gate, before the action is looked at:
+  // is_function_allowed on the function the call would reach in `ns`, then a
+  // scoped session may only declare its own namespaces on
+  // engine::workers::register. A refusal is FORBIDDEN with the caller's
+  // invocation id (a fresh one when it sent none, even for a void call) and
+  // its traceparent / baggage. Returns the refusal, or nullopt to go on.
+  std::optional<json> Gate(const ConnPtr& c, const json& m, const json& inv, const std::string& fn,
+                           const std::string& ns) {
+    const Session& s = *c->session;
+    auto forbidden = [&](const std::string& message) {
+      json r = Result(inv.is_null() ? json(skiff::NewUuid()) : inv, fn, std::nullopt,
+                      engine_double::ErrorBody("FORBIDDEN", message));
+      for (const char* k : {"traceparent", "baggage"}) {
+        if (m.contains(k) && m[k].is_string()) r[k] = m[k];
+      }
+      return r;
+    };
+    const auto* f = registry_.Find(ns, fn);
+    if (!engine_double::IsFunctionAllowed(fn, ns, s, f ? &f->metadata : nullptr)) {
+      return forbidden(engine_double::ForbiddenCallMessage(fn, s));
+    }
+    if (fn == "engine::workers::register" && !s.namespaces.empty()) {
+      const json data = m.value("data", json());
+      const json declared = data.is_object() ? data.value("namespace", json()) : json();
+      const std::string want =
+          declared.is_string() ? declared.get<std::string>() : engine_double::kDefaultNamespace;
+      if (!s.namespaces.count(want)) {
+        std::string permitted;  // sorted, as the engine sorts them
+        for (const auto& [k, grants] : s.namespaces) permitted += (permitted.empty() ? "" : ", ") + k;
+        return forbidden("namespace '" + want + "' not allowed for this session (permitted: " + permitted +
+                         ")");
+      }
+    }
+    return std::nullopt;
+  }
+
   // mod.rs InvokeFunction → spawn_invoke_function → remember_invocation →
   // resolve_function, then the owner's WorkerConnection::handle_function
   // (worker_connections/traits.rs) forwards it.
@@ -492,6 +655,7 @@ class EngineDouble {
     }
     const std::string ns =
         ns_field.is_string() ? ns_field.get<std::string>() : engine_double::kDefaultNamespace;
+    if (auto refusal = Gate(c, m, inv, fn, ns)) return c->Send(*refusal);
     // action void: invoked, but never answered (invocation_id forced to None).
     json action = m.value("action", json());
     const std::string action_type = action.is_object() ? action.value("type", "") : "";
@@ -524,11 +688,11 @@ class EngineDouble {
         pending_[key] = Pending{c, inv, fn, target};
         if (!inv.is_null()) c->invocations.insert(key);
         target->invocations.insert(key);
-        json out{{"type", "invokefunction"}, {"invocation_id", fwd_id}, {"function_id", fn}, {"data", data}};
+        json extra = json::object();
         for (const char* k : {"traceparent", "baggage", "metadata"}) {
-          if (m.contains(k) && !m[k].is_null()) out[k] = m[k];
+          if (m.contains(k) && !m[k].is_null()) extra[k] = m[k];
         }
-        target->Send(out);
+        Forward(target, fwd_id, fn, data, extra);
         return;
       }
     }
@@ -565,13 +729,14 @@ class EngineDouble {
     if (it == pending_.end()) return;  // caller already gone: dropped
     Pending p = std::move(it->second);
     pending_.erase(it);
+    std::optional<json> error, result;
+    if (m.contains("error") && !m["error"].is_null()) error = m["error"];
+    if (m.contains("result")) result = m["result"];
+    if (p.done) return p.done(result, error);
     auto caller = p.caller.lock();
     if (!caller) return;
     caller->invocations.erase(key);
     if (p.caller_invocation_id.is_null() || caller->cleaned) return;
-    std::optional<json> error, result;
-    if (m.contains("error") && !m["error"].is_null()) error = m["error"];
-    if (m.contains("result")) result = m["result"];
     caller->Send(Result(p.caller_invocation_id, p.function_id, result, error));
   }
 
@@ -582,12 +747,13 @@ class EngineDouble {
     Pending p = std::move(it->second);
     pending_.erase(it);
     if (auto t = p.target.lock()) t->invocations.erase(key);
+    json stopped = engine_double::ErrorBody("invocation_stopped", "Invocation stopped");
+    if (p.done) return p.done(std::nullopt, stopped);
     auto caller = p.caller.lock();
     if (!caller) return;
     caller->invocations.erase(key);
     if (p.caller_invocation_id.is_null() || caller->cleaned) return;
-    caller->Send(Result(p.caller_invocation_id, p.function_id, std::nullopt,
-                        engine_double::ErrorBody("invocation_stopped", "Invocation stopped")));
+    caller->Send(Result(p.caller_invocation_id, p.function_id, std::nullopt, stopped));
   }
 
   // Functions the engine serves itself; nullopt when `fn` is none of them.
@@ -664,13 +830,38 @@ class EngineDouble {
 
   // mod.rs RegisterTrigger for the engine::workers-available type: the
   // target resolves in the trigger's `namespace` (absent: default).
+  // Before that, the session's gates (mod.rs RegisterTrigger): a trigger
+  // type outside allowed_trigger_types is ignored (only logged); the target
+  // id takes the registration prefix; a target the session may not call is
+  // answered with a FORBIDDEN triggerregistrationresult.
   void RegisterTrigger(const ConnPtr& c, const json& m) {
-    if (m.value("trigger_type", json()) != "engine::workers-available") return;
-    if (!m.value("id", json()).is_string() || !m.value("function_id", json()).is_string()) return;
-    json ns = registry_.legacy() ? json() : m.value("namespace", json());
-    triggers_.push_back({m["id"], m["function_id"],
-                         ns.is_string() ? ns.get<std::string>() : engine_double::kDefaultNamespace,
-                         c->worker_id});
+    if (!m.value("id", json()).is_string() || !m.value("function_id", json()).is_string() ||
+        !m.value("trigger_type", json()).is_string()) {
+      return;  // does not decode
+    }
+    const std::string id = m["id"], type = m["trigger_type"];
+    const Session& s = *c->session;
+    if (s.allowed_trigger_types && std::find(s.allowed_trigger_types->begin(), s.allowed_trigger_types->end(),
+                                             type) == s.allowed_trigger_types->end()) {
+      return;
+    }
+    const std::string fn = Prefixed(c, m["function_id"]);
+    json ns_field = registry_.legacy() ? json() : m.value("namespace", json());
+    const std::string ns =
+        ns_field.is_string() ? ns_field.get<std::string>() : engine_double::kDefaultNamespace;
+    const auto* f = registry_.Find(ns, fn);
+    if (!engine_double::IsFunctionAllowed(fn, ns, s, f ? &f->metadata : nullptr)) {
+      c->Send(
+          json{{"type", "triggerregistrationresult"},
+               {"id", id},
+               {"trigger_type", type},
+               {"function_id", fn},
+               {"error", engine_double::ErrorBody(
+                             "FORBIDDEN", "function '" + fn + "' not allowed in namespace '" + ns + "'")}});
+      return;
+    }
+    if (type != "engine::workers-available") return;
+    triggers_.push_back({id, fn, ns, c->worker_id});
   }
 
   // mod.rs fire_triggers(TRIGGER_WORKERS_AVAILABLE, {event, worker_id}):
@@ -685,11 +876,35 @@ class EngineDouble {
       std::string id = skiff::NewUuid();
       pending_[id] = Pending{{}, json(), t.function_id, target};
       target->invocations.insert(id);
-      target->Send(json{{"type", "invokefunction"},
-                        {"invocation_id", id},
-                        {"function_id", t.function_id},
-                        {"data", {{"event", event}, {"worker_id", worker_id}}}});
+      Forward(target, id, t.function_id, {{"event", event}, {"worker_id", worker_id}});
     }
+  }
+
+  // EngineTrait::call_with_metadata_ns for a worker's function: a fresh
+  // invocation id, no caller; `done` gets the answer (or invocation_stopped).
+  // False when nobody serves `fn` in `ns`.
+  bool CallFromEngine(const std::string& ns, const std::string& fn, const json& data, EngineCallDone done) {
+    const auto* f = registry_.Find(ns, fn);
+    if (!f || !IsLive(f->owner)) return false;
+    auto target = live_[f->owner];
+    std::string id = skiff::NewUuid();
+    pending_[id] = Pending{{}, json(), fn, target, std::move(done)};
+    target->invocations.insert(id);
+    Forward(target, id, fn, data);
+    return true;
+  }
+
+  // worker_connections/traits.rs handle_function: the invokefunction a
+  // worker gets, with its own registration prefix taken off the id.
+  void Forward(const ConnPtr& target, const json& invocation_id, std::string fn, const json& data,
+               const json& extra = json::object()) {
+    if (const auto& prefix = target->session->function_registration_prefix) {
+      if (fn.starts_with(*prefix + "::")) fn.erase(0, prefix->size() + 2);
+    }
+    json out{
+        {"type", "invokefunction"}, {"invocation_id", invocation_id}, {"function_id", fn}, {"data", data}};
+    out.update(extra);
+    target->Send(out);
   }
 
   // mod.rs Reattach: with the right token, the previous connection is
@@ -726,8 +941,8 @@ class EngineDouble {
   Options opt_;
   boost::asio::io_context ioc_;
   std::optional<boost::asio::ssl::context> tls_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
+  Listener main_{ioc_};
+  std::optional<Listener> rbac_listener_;
   std::thread thread_;
   // Event-loop thread only:
   std::vector<ConnPtr> conns_;

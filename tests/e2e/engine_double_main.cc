@@ -4,10 +4,21 @@
 //
 //   engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]
 //                 [--tls-cert FILE --tls-key FILE]
+//                 [--rbac-port N [--auth-function ID] [--expose RULE]...]
 //
 // --port 0 (the default) takes any free port. Once it accepts connections it
-// prints `listening <port>` on stdout. SIGTERM or SIGINT stop it; it exits 0.
-// --tls-cert / --tls-key (PEM, given together): the listener serves wss://.
+// prints `listening <port>` on stdout, then `rbac-listening <port>` when it
+// has an RBAC listener. SIGTERM or SIGINT stop it; it exits 0.
+// --tls-cert / --tls-key (PEM, given together): the listeners serve wss://.
+// --rbac-port opens a second listener with an `rbac` block, as a second
+// iii-worker-manager entry of the engine's config does: every connection on
+// it is authenticated by calling --auth-function (registered in `default` by
+// some worker on the main listener, which has no rbac block) and its calls
+// are gated by the session and the --expose rules. An --expose RULE is spelled
+// as in the engine's config: `match("sandbox::*")`, or a JSON object such as
+// `{"match": "sandbox::*", "namespace": "skiff.h1"}` or
+// `{"metadata": {"public": true}}`. --auth-function and --expose need
+// --rbac-port.
 #include <signal.h>
 
 #include <cstdio>
@@ -21,7 +32,8 @@ namespace {
 
 int Usage() {
   std::cerr << "usage: engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]\n"
-               "                     [--tls-cert FILE --tls-key FILE]\n";
+               "                     [--tls-cert FILE --tls-key FILE]\n"
+               "                     [--rbac-port N [--auth-function ID] [--expose RULE]...]\n";
   return 2;
 }
 
@@ -55,11 +67,24 @@ int main(int argc, char** argv) {
       opt.tls_cert_file = argv[++i];
     } else if (a == "--tls-key" && i + 1 < argc) {
       opt.tls_key_file = argv[++i];
+    } else if (a == "--rbac-port" && i + 1 < argc && ParseNumber(argv[i + 1], 65535, n)) {
+      opt.rbac_port = static_cast<uint16_t>(n);
+      ++i;
+    } else if (a == "--auth-function" && i + 1 < argc) {
+      opt.auth_function_id = argv[++i];
+    } else if (a == "--expose" && i + 1 < argc) {
+      // A JSON object is the map form of a rule; anything else the string form.
+      std::string rule = argv[++i];
+      nlohmann::json j =
+          rule.starts_with("{") ? nlohmann::json::parse(rule, nullptr, false) : nlohmann::json(rule);
+      if (j.is_discarded()) return Usage();
+      opt.expose_functions.push_back(std::move(j));
     } else {
       return Usage();
     }
   }
   if (opt.tls_cert_file.empty() != opt.tls_key_file.empty()) return Usage();
+  if (!opt.rbac_port && (!opt.auth_function_id.empty() || !opt.expose_functions.empty())) return Usage();
   // Blocked before the double's thread starts, so only sigwait sees them.
   sigset_t stop;
   sigemptyset(&stop);
@@ -69,6 +94,7 @@ int main(int argc, char** argv) {
   try {
     skiff::e2e::EngineDouble engine(opt);
     std::printf("listening %u\n", static_cast<unsigned>(engine.port()));
+    if (opt.rbac_port) std::printf("rbac-listening %u\n", static_cast<unsigned>(engine.rbac_port()));
     std::fflush(stdout);
     int sig = 0;
     sigwait(&stop, &sig);

@@ -23,9 +23,13 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <future>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -337,6 +341,51 @@ std::unique_ptr<RawClient> Host(EngineDouble& eng, const std::string& name, cons
   const std::string where = ns.empty() ? "default" : ns;
   for (auto& f : fns) EXPECT_TRUE(WaitRegistered(eng, where, f, h->worker_id())) << name << " " << f;
   return h;
+}
+
+// --- RBAC: a double with the RBAC listener, its auth function `auth::check`.
+
+EngineDoubleOptions RbacOptions(std::vector<json> expose) {
+  EngineDoubleOptions o;
+  o.rbac_port = 0;
+  o.auth_function_id = "auth::check";
+  o.expose_functions = std::move(expose);
+  return o;
+}
+
+// The auth function's worker, on the main listener in `default`: a bearer
+// token it knows is answered with that token's AuthResult, anything else
+// with the error {unauthorized, "bad credential"}.
+std::unique_ptr<RawClient> AuthWorker(EngineDouble& eng, std::map<std::string, json> results) {
+  auto w = Host(eng, "auth", "", {"auth::check"});
+  w->Serve([results = std::move(results)](const json& invoke) {
+    const json& headers = invoke["data"]["headers"];
+    std::string h = headers.is_object() ? headers.value("authorization", "") : "";
+    auto it = h.starts_with("Bearer ") ? results.find(h.substr(7)) : results.end();
+    if (it != results.end()) return Answer(invoke, it->second);
+    return json{{"type", "invocationresult"},
+                {"invocation_id", invoke["invocation_id"]},
+                {"function_id", invoke["function_id"]},
+                {"error", {{"code", "unauthorized"}, {"message", "bad credential"}}}};
+  });
+  return w;
+}
+
+// Connects with `Authorization: Bearer <token>`.
+ClientOptions Bearer(const std::string& token, const std::string& path = "/") {
+  return ClientOptions{path, {{"Authorization", "Bearer " + token}}, nullptr};
+}
+
+json AuthError(const std::string& message) {
+  return {{"type", "error"}, {"error", {{"code", "AUTH_ERROR"}, {"message", message}}}};
+}
+
+// The engine's FORBIDDEN answer to a call.
+json Forbidden(const std::string& inv, const std::string& fn, const std::string& message) {
+  return {{"type", "invocationresult"},
+          {"invocation_id", inv},
+          {"function_id", fn},
+          {"error", {{"code", "FORBIDDEN"}, {"message", message}}}};
 }
 
 TEST(EngineDoubleTest, NamespacesKeepSameIdsApartAndRouteByNamespace) {
@@ -762,6 +811,377 @@ TEST(EngineDoubleTest, TlsRefusesAClientThatDoesNotTrustTheCa) {
   EXPECT_FALSE(ok.worker_id().empty());
   ok.Send({{"type", "ping"}});
   EXPECT_TRUE(ok.WaitType("pong"));
+}
+
+TEST(EngineDoubleTest, RbacCallerReachesOnlyExposedDefaultFunctions) {
+  EngineDouble eng(RbacOptions({"match(\"sandbox::*\")"}));
+  ASSERT_NE(eng.rbac_port(), 0);
+  EXPECT_EQ(eng.rbac_url(), "ws://127.0.0.1:" + std::to_string(eng.rbac_port()));
+  auto auth = AuthWorker(eng, {{"good", json::object()}});
+  auto lister = Host(eng, "lister", "", {"sandbox::list"});
+  auto h1 = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::list", "skiff::host::status"});
+
+  RawClient caller(eng.rbac_port(), Bearer("good", "/?tenant=a&tenant=b&flag"));
+  ASSERT_FALSE(caller.worker_id().empty());
+  // The auth function was called as the engine calls it: the upgrade's
+  // headers (names lowercased), the raw query as lists, the peer's address.
+  auto asked = auth->WaitInvoke("auth::check");
+  ASSERT_TRUE(asked);
+  const json& input = (*asked)["data"];
+  EXPECT_EQ(input["headers"]["authorization"], "Bearer good");
+  EXPECT_EQ(input["headers"]["upgrade"], "websocket");
+  EXPECT_EQ(input["headers"]["host"], "127.0.0.1");
+  EXPECT_EQ(input["query_params"], json({{"tenant", {"a", "b"}}, {"flag", {""}}}));
+  EXPECT_EQ(input["ip_address"], "127.0.0.1");
+  EXPECT_EQ(input.size(), 3u) << input.dump();  // no _caller_worker_id: the engine is the caller
+
+  // Exposed, in `default`: routed and answered.
+  std::string inv = NewUuid();
+  caller.Send(Call(inv, "sandbox::list", json::object()));
+  auto in = lister->WaitInvoke("sandbox::list");
+  ASSERT_TRUE(in);
+  lister->Send(Answer(*in, "listed"));
+  auto r = caller.WaitResult(inv);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["result"], "listed");
+
+  // A rule without a namespace exposes nothing outside `default`: the same id
+  // in skiff.h1, the host's status there, and in `default` (where nobody
+  // serves it: FORBIDDEN, not function_not_found), and the engine's
+  // discovery functions are all refused, never forwarded.
+  const std::vector<std::pair<std::string, std::string>> refused = {{"sandbox::list", "skiff.h1"},
+                                                                    {"skiff::host::status", "skiff.h1"},
+                                                                    {"skiff::host::status", ""},
+                                                                    {"engine::workers::list", ""}};
+  for (const auto& [fn, ns] : refused) {
+    std::string id = NewUuid();
+    caller.Send(Call(id, fn, json::object(), ns));
+    auto no = caller.WaitResult(id);
+    ASSERT_TRUE(no) << fn << " in " << ns;
+    EXPECT_EQ(*no, Forbidden(id, fn, "function '" + fn + "' not allowed (add to rbac.expose_functions)"));
+  }
+  EXPECT_EQ(h1->Count("invokefunction"), 0u);
+  // The refusal carries the call's trace context back; a call without an id
+  // is refused under a fresh one.
+  json traced = Call(NewUuid(), "skiff::host::status", json::object(), "skiff.h1");
+  traced["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  traced["baggage"] = "k=v";
+  caller.Send(traced);
+  auto t = caller.WaitResult(traced["invocation_id"]);
+  ASSERT_TRUE(t);
+  EXPECT_EQ((*t)["traceparent"], traced["traceparent"]);
+  EXPECT_EQ((*t)["baggage"], "k=v");
+  json anonymous = Call("", "skiff::host::status", json::object(), "skiff.h1");
+  anonymous.erase("invocation_id");
+  size_t from = caller.Got().size();
+  caller.Send(anonymous);
+  auto a = caller.WaitType("invocationresult", from);
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)["error"]["code"], "FORBIDDEN");
+  EXPECT_EQ((*a)["invocation_id"].get<std::string>().size(), 36u);
+
+  // The main listener has no rbac block: from there the host answers.
+  RawClient inside(eng.port());
+  std::string inv2 = NewUuid();
+  inside.Send(Call(inv2, "skiff::host::status", json::object(), "skiff.h1"));
+  auto st = h1->WaitInvoke("skiff::host::status");
+  ASSERT_TRUE(st);
+  h1->Send(Answer(*st, "up"));
+  auto r2 = inside.WaitResult(inv2);
+  ASSERT_TRUE(r2);
+  EXPECT_EQ((*r2)["result"], "up");
+}
+
+TEST(EngineDoubleTest, RbacExposeRulesNameANamespaceOrMatchMetadata) {
+  EngineDouble eng(RbacOptions(
+      {json{{"match", "sandbox::*"}, {"namespace", "skiff.h1"}}, json{{"metadata", {{"public", true}}}}}));
+  auto auth = AuthWorker(eng, {{"good", json::object()}});
+  auto lister = Host(eng, "lister", "", {"sandbox::list"});
+  auto h1 = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::list"});
+  RawClient pub(eng.port());
+  pub.Send(Announce("pub", ""));
+  json open = Register("docs::read"), closed = Register("docs::write");
+  open["metadata"] = {{"public", true}};
+  closed["metadata"] = {{"public", false}};
+  pub.Send(open);
+  pub.Send(closed);
+  ASSERT_TRUE(WaitRegistered(eng, "default", "docs::write", pub.worker_id()));
+  pub.Serve([](const json& invoke) { return Answer(invoke, "doc"); });
+  h1->Serve([](const json& invoke) { return Answer(invoke, "h1"); });
+
+  RawClient caller(eng.rbac_port(), Bearer("good"));
+  auto call = [&](const std::string& fn, const std::string& ns) {
+    std::string id = NewUuid();
+    caller.Send(Call(id, fn, json::object(), ns));
+    auto r = caller.WaitResult(id);
+    return r ? *r : json();
+  };
+  EXPECT_EQ(call("sandbox::list", "skiff.h1")["result"], "h1");
+  EXPECT_EQ(call("sandbox::list", "")["error"]["code"], "FORBIDDEN");  // the rule names skiff.h1 only
+  EXPECT_EQ(call("docs::read", "")["result"], "doc");
+  EXPECT_EQ(call("docs::write", "")["error"]["code"], "FORBIDDEN");
+  EXPECT_EQ(lister->Count("invokefunction"), 0u);
+}
+
+TEST(EngineDoubleTest, RbacRefusedCredentialGetsTheEnginesAuthError) {
+  EngineDouble eng(RbacOptions({"match(\"sandbox::*\")"}));
+  // Before anybody registered the auth function.
+  {
+    RawClient early(eng.rbac_port(), Bearer("good"));
+    EXPECT_TRUE(early.worker_id().empty());
+    auto e = early.WaitType("error");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(*e, AuthError("Function auth::check not found in namespace default"));
+    EXPECT_TRUE(early.WaitClosed());
+    EXPECT_EQ(early.CloseReason().code, beast::websocket::close_code::none);  // Close(None)
+  }
+  auto auth = AuthWorker(eng, {{"good", json::object()},
+                               {"empty", nullptr},
+                               {"odd", {{"allowed_functions", "sandbox::list"}}},
+                               {"text", "yes"}});
+  const std::vector<std::pair<ClientOptions, std::string>> refused = {
+      {Bearer("wrong"), "bad credential"},  // the auth function's own error message
+      {ClientOptions{}, "bad credential"},  // no credential at all
+      {Bearer("empty"), "auth function returned no result"},
+      {Bearer("odd"), "invalid type: string \"sandbox::list\", expected a sequence"},
+      {Bearer("text"), "invalid type: string \"yes\", expected struct AuthResult"},
+      {Bearer("wrong", "/otel"), "bad credential"},  // telemetry connections are authenticated too
+  };
+  for (const auto& [how, message] : refused) {
+    RawClient c(eng.rbac_port(), how);
+    auto e = c.WaitType("error");
+    ASSERT_TRUE(e) << message;
+    EXPECT_EQ(*e, AuthError(message));
+    EXPECT_TRUE(c.WaitClosed()) << message;
+    EXPECT_EQ(c.Count("workerregistered"), 0u) << message;
+  }
+  // Refused connections never became workers: only the accepted one is listed.
+  RawClient good(eng.rbac_port(), Bearer("good"));
+  ASSERT_FALSE(good.worker_id().empty());
+  good.Send(Announce("good", ""));
+  RawClient inside(eng.port());
+  ASSERT_TRUE(
+      eng.WaitFor([&](const EngineDouble::Received& r) { return r.msg == Announce("good", ""); }, kWait));
+  std::string inv = NewUuid();
+  inside.Send(Call(inv, "engine::workers::list", json::object()));
+  auto r = inside.WaitResult(inv);
+  ASSERT_TRUE(r);
+  std::set<std::string> names;
+  for (auto& w : (*r)["result"]["workers"]) names.insert(w["name"]);
+  EXPECT_EQ(names, (std::set<std::string>{"auth", "good"}));
+
+  // An auth function whose worker goes away before answering: the call is
+  // stopped, and so is the connection.
+  EngineDouble eng2(RbacOptions({}));
+  auto silent = Host(eng2, "auth", "", {"auth::check"});
+  auto connecting = std::async(std::launch::async,
+                               [&] { return std::make_unique<RawClient>(eng2.rbac_port(), Bearer("good")); });
+  ASSERT_TRUE(silent->WaitInvoke("auth::check"));
+  silent->Drop();
+  auto c = connecting.get();
+  auto e = c->WaitType("error");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*e, AuthError("Invocation stopped"));
+}
+
+TEST(EngineDoubleTest, RbacSessionGrantsAndDenials) {
+  EngineDouble eng(RbacOptions({"match(\"sandbox::*\")"}));
+  auto auth =
+      AuthWorker(eng, {{"ops",
+                        {{"namespaces", {{"skiff.h1", {"match(\"sandbox::*\")", "skiff::host::status"}}}},
+                         {"forbidden_functions", {"sandbox::kill"}},
+                         {"allowed_functions", {"state::get"}}}}});
+  auto lister = Host(eng, "lister", "", {"sandbox::kill"});
+  auto h1 = Host(eng, "skiff-h1", "skiff.h1", {"sandbox::list", "skiff::host::status", "sandbox::kill"});
+  h1->Serve([](const json& invoke) { return Answer(invoke, invoke["function_id"]); });
+  RawClient caller(eng.rbac_port(), Bearer("ops"));
+  auto call = [&](const std::string& fn, const std::string& ns) {
+    std::string id = NewUuid();
+    caller.Send(Call(id, fn, {{"scope", "s"}, {"key", "k"}}, ns));
+    auto r = caller.WaitResult(id);
+    EXPECT_TRUE(r) << fn;
+    return r ? *r : json();
+  };
+  // Grants of the namespace, by pattern and by id.
+  EXPECT_EQ(call("sandbox::list", "skiff.h1")["result"], "sandbox::list");
+  EXPECT_EQ(call("skiff::host::status", "skiff.h1")["result"], "skiff::host::status");
+  // A denial holds in every namespace and wins over the grants and the rules.
+  for (const std::string ns : {"skiff.h1", ""}) {
+    json r = call("sandbox::kill", ns);
+    EXPECT_EQ(r["error"], json({{"code", "FORBIDDEN"},
+                                {"message",
+                                 "function 'sandbox::kill' not allowed (remove from "
+                                 "rbac.forbidden_functions)"}}))
+        << ns;
+  }
+  // An unscoped grant answers in `default` only.
+  json got = call("state::get", "");
+  EXPECT_FALSE(got.contains("error")) << got.dump();
+  EXPECT_EQ(call("state::get", "skiff.h1")["error"]["code"], "FORBIDDEN");
+  EXPECT_EQ(lister->Count("invokefunction"), 0u);
+}
+
+TEST(EngineDoubleTest, RbacRegistrationDeniedWhereTheEngineDeniesIt) {
+  EngineDouble eng(RbacOptions({"match(\"sandbox::*\")"}));
+  auto auth = AuthWorker(eng, {{"scoped", {{"namespaces", {{"skiff.h1", json::array()}}}}},
+                               {"readonly", {{"allow_function_registration", false}}},
+                               {"tenant", {{"function_registration_prefix", "tenant-a"}}},
+                               {"cron-only", {{"allowed_trigger_types", {"cron"}}}}});
+
+  // A scoped session declares only its own namespaces: the SDK's void
+  // announce is refused under a fresh id, and its registration waits.
+  RawClient scoped(eng.rbac_port(), Bearer("scoped"));
+  scoped.Send(Register("sandbox::run"));
+  scoped.Send(Announce("skiff-h2", "skiff.h2"));
+  auto no = scoped.WaitType("invocationresult");
+  ASSERT_TRUE(no);
+  EXPECT_EQ((*no)["function_id"], "engine::workers::register");
+  EXPECT_EQ((*no)["error"], json({{"code", "FORBIDDEN"},
+                                  {"message",
+                                   "namespace 'skiff.h2' not allowed for this session (permitted: "
+                                   "skiff.h1)"}}));
+  EXPECT_TRUE((*no)["invocation_id"].is_string());
+  scoped.Send(Announce("skiff-h1", "skiff.h1"));
+  EXPECT_TRUE(WaitRegistered(eng, "skiff.h1", "sandbox::run", scoped.worker_id()));
+  EXPECT_FALSE(eng.FunctionOwners().count({"skiff.h2", "sandbox::run"}));
+  // A trigger whose target the session may not call is refused.
+  scoped.Send({{"type", "registertrigger"},
+               {"id", "t1"},
+               {"trigger_type", "engine::workers-available"},
+               {"function_id", "fleet::on_worker"},
+               {"config", json::object()}});
+  auto tr = scoped.WaitType("triggerregistrationresult");
+  ASSERT_TRUE(tr);
+  EXPECT_EQ(*tr, json({{"type", "triggerregistrationresult"},
+                       {"id", "t1"},
+                       {"trigger_type", "engine::workers-available"},
+                       {"function_id", "fleet::on_worker"},
+                       {"error",
+                        {{"code", "FORBIDDEN"},
+                         {"message", "function 'fleet::on_worker' not allowed in namespace 'default'"}}}}));
+
+  // allow_function_registration false: registrations are dropped unanswered.
+  RawClient ro(eng.rbac_port(), Bearer("readonly"));
+  ro.Send(Announce("ro", ""));
+  ro.Send(Register("sandbox::ro"));
+  ro.Send({{"type", "ping"}});
+  ASSERT_TRUE(ro.WaitType("pong"));  // frames are handled in order: the registration was seen
+  EXPECT_FALSE(eng.FunctionOwners().count({"default", "sandbox::ro"}));
+  EXPECT_EQ(ro.Count("registrationrejected"), 0u);
+
+  // function_registration_prefix: registered as tenant-a::echo, invoked as
+  // `echo`, unregistered by its own id.
+  RawClient tenant(eng.rbac_port(), Bearer("tenant"));
+  tenant.Send(Announce("tenant", ""));
+  tenant.Send(Register("echo"));
+  ASSERT_TRUE(WaitRegistered(eng, "default", "tenant-a::echo", tenant.worker_id()));
+  RawClient inside(eng.port());
+  std::string inv = NewUuid();
+  inside.Send(Call(inv, "tenant-a::echo", json::object()));
+  auto in = tenant.WaitFor([](const json& m) { return m.value("type", "") == "invokefunction"; });
+  ASSERT_TRUE(in);
+  EXPECT_EQ((*in)["function_id"], "echo");
+  tenant.Send(Answer(*in, "hi"));
+  auto r = inside.WaitResult(inv);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["function_id"], "tenant-a::echo");
+  EXPECT_EQ((*r)["result"], "hi");
+  tenant.Send({{"type", "unregisterfunction"}, {"id", "echo"}});
+  EXPECT_TRUE(WaitUnregistered(eng, "default", "tenant-a::echo"));
+
+  // allowed_trigger_types: another type is dropped unanswered.
+  RawClient cron(eng.rbac_port(), Bearer("cron-only"));
+  cron.Send(Announce("cron", ""));
+  cron.Send(Register("sandbox::on_worker"));
+  cron.Send({{"type", "registertrigger"},
+             {"id", "t2"},
+             {"trigger_type", "engine::workers-available"},
+             {"function_id", "sandbox::on_worker"},
+             {"config", json::object()}});
+  cron.Send({{"type", "ping"}});
+  ASSERT_TRUE(cron.WaitType("pong"));
+  size_t from = cron.Got().size();
+  RawClient newcomer(eng.port());  // would fire the trigger, had it been bound
+  newcomer.Send({{"type", "ping"}});
+  ASSERT_TRUE(newcomer.WaitType("pong"));
+  cron.Send({{"type", "ping"}});
+  ASSERT_TRUE(cron.WaitType("pong", from));
+  EXPECT_EQ(cron.Count("invokefunction"), 0u);
+  EXPECT_EQ(cron.Count("triggerregistrationresult"), 0u);
+}
+
+// The RBAC rules themselves (engine_double/rbac.h), on the cases the
+// engine's own tests pin (rbac_config.rs `mod tests`).
+TEST(EngineDoubleRbacRules, WildcardsAndMatchPatterns) {
+  using engine_double::ParseMatchPattern;
+  using engine_double::WildcardMatch;
+  EXPECT_TRUE(WildcardMatch("hello::world", "hello::world"));
+  EXPECT_FALSE(WildcardMatch("hello::world", "hello::worl"));
+  EXPECT_FALSE(WildcardMatch("hello::world", "hello::worldx"));
+  EXPECT_TRUE(WildcardMatch("engine::*", "engine::bar::baz"));
+  EXPECT_FALSE(WildcardMatch("engine::*", "other::foo"));
+  EXPECT_TRUE(WildcardMatch("*::public", "x::y::public"));
+  EXPECT_FALSE(WildcardMatch("*::public", "api::private"));
+  EXPECT_TRUE(WildcardMatch("*public*", "mypublicfn"));
+  EXPECT_FALSE(WildcardMatch("*public*", "private"));
+  EXPECT_TRUE(WildcardMatch("*", ""));
+  EXPECT_TRUE(WildcardMatch("api::*::read", "api::orders::read"));
+  EXPECT_FALSE(WildcardMatch("api::*::read", "api::users::write"));
+  EXPECT_EQ(ParseMatchPattern("match(\"engine::*\")"), "engine::*");
+  EXPECT_EQ(ParseMatchPattern("  match('engine::*') "), "engine::*");
+  EXPECT_EQ(ParseMatchPattern("engine::*"), std::nullopt);
+  EXPECT_EQ(ParseMatchPattern("match(engine::*)"), std::nullopt);
+}
+
+TEST(EngineDoubleRbacRules, ExposeFiltersParseAsTheEngineParsesThem) {
+  using engine_double::FunctionFilter;
+  auto meta = FunctionFilter::Parse(json{{"metadata", {{"public", true}, {"scope", "match(\"team-*\")"}}}});
+  json ok{{"public", true}, {"scope", "team-alpha"}};
+  EXPECT_TRUE(meta.Matches("svc::get", "default", &ok));
+  json wrong{{"public", false}, {"scope", "team-alpha"}};
+  EXPECT_FALSE(meta.Matches("svc::get", "default", &wrong));
+  EXPECT_FALSE(meta.Matches("svc::get", "default", nullptr));
+  EXPECT_FALSE(meta.Matches("svc::get", "team", &ok));  // no namespace: `default` only
+  auto scoped = FunctionFilter::Parse(json{{"match", "svc::*"}, {"namespace", "orders"}});
+  EXPECT_TRUE(scoped.Matches("svc::get", "orders", nullptr));
+  EXPECT_FALSE(scoped.Matches("svc::get", "default", nullptr));
+  auto message = [](const json& rule) {
+    try {
+      FunctionFilter::Parse(rule);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  EXPECT_EQ(message("svc::*"), "expected match(\"pattern\"), got: svc::*");
+  EXPECT_EQ(
+      message(json{{"match", "a"}, {"namesapce", "x"}}),
+      "unknown key 'namesapce' in expose_functions filter; expected 'match', 'metadata', or 'namespace'");
+  EXPECT_EQ(message(json{{"match", "a"}, {"metadata", {{"k", 1}}}}),
+            "a filter has either a 'match' or a 'metadata' key, not both");
+  EXPECT_EQ(message(json{{"namespace", "x"}}), "expected a 'match' or 'metadata' key with filter conditions");
+}
+
+TEST(EngineDoubleRbacRules, IsFunctionAllowedInTheEnginesOrder) {
+  using engine_double::IsFunctionAllowed;
+  engine_double::Session s;
+  auto rbac = std::make_shared<engine_double::RbacConfig>();
+  rbac->expose_functions.push_back(engine_double::FunctionFilter::Parse("match(\"nothing::matches\")"));
+  s.rbac = rbac;
+  EXPECT_FALSE(IsFunctionAllowed("engine::workers::list", "default", s, nullptr));   // discovery is gated
+  EXPECT_TRUE(IsFunctionAllowed("engine::channels::create", "orders", s, nullptr));  // infrastructure
+  s.namespaces["orders"] = {"svc::*"};
+  EXPECT_TRUE(IsFunctionAllowed("svc::get", "orders", s, nullptr));
+  EXPECT_FALSE(IsFunctionAllowed("svc::get", "analytics", s, nullptr));
+  EXPECT_FALSE(IsFunctionAllowed("other::get", "orders", s, nullptr));
+  s.allowed_functions = {"api::get"};
+  EXPECT_TRUE(IsFunctionAllowed("api::get", "default", s, nullptr));
+  EXPECT_FALSE(IsFunctionAllowed("api::get", "orders", s, nullptr));
+  s.forbidden_functions = {"svc::get", "engine::workers::register"};
+  EXPECT_FALSE(IsFunctionAllowed("svc::get", "orders", s, nullptr));
+  EXPECT_FALSE(IsFunctionAllowed("engine::workers::register", "default", s, nullptr));
+  engine_double::Session open;  // a listener without an rbac block
+  EXPECT_TRUE(IsFunctionAllowed("internal::private", "default", open, nullptr));
 }
 
 }  // namespace

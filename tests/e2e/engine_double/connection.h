@@ -28,6 +28,9 @@
 
 namespace skiff::e2e::engine_double {
 
+struct RbacConfig;  // rbac.h
+struct Session;
+
 // The transport-independent part: the ordered write queue, the handlers and
 // the per-worker state. WsConnection below does the I/O over plain TCP or TLS.
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -37,7 +40,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
   struct Handlers {
     // WebSocket handshake done (worker and /otel connections alike). No frame
-    // is read until the double calls StartReading.
+    // is read until the double calls StartReading: the engine authenticates a
+    // connection before its read loop starts (mod.rs handle_worker).
     std::function<void(const Ptr&)> on_open;
     std::function<void(const Ptr&, const std::string&)> on_frame;  // one text or binary frame (workers only)
     std::function<void(const Ptr&)> on_close;                      // read side ended (once; workers only)
@@ -82,6 +86,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool otel = false;                // a telemetry connection, not a worker
   std::string worker_id, reattach_token, ip_address;
   uint64_t connected_at_ms = 0;
+  // The `rbac` block of the listener it came on (null: none), and the session
+  // it was granted (rbac_session.rs handle_session; null until then).
+  std::shared_ptr<const RbacConfig> rbac;
+  std::shared_ptr<const Session> session;
   // Namespace resolution (mod.rs NamespaceState): until `resolved`, the
   // registration frames wait in `held`, in arrival order.
   bool resolved = false;
