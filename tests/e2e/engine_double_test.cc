@@ -4,7 +4,10 @@
 // with a namespace and the result relayed back, function_not_found,
 // invocation_stopped and removal when a worker goes, re-registration by a
 // restarted host, engine::workers::list, state, the workers-available
-// trigger, and the 0.22 last-registrant-wins switch. No daemon involved.
+// trigger, the 0.22 last-registrant-wins switch, wss:// against a throwaway
+// CA (test_ca.h), and the RBAC listener: authentication through an auth
+// function and the session's gates on calls, registrations and triggers (with
+// the RBAC rules checked on the engine's own test cases). No daemon involved.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
