@@ -373,6 +373,11 @@ class EngineDouble {
   void Accept(Listener& l) {
     l.acceptor.async_accept([this, &l](boost::beast::error_code ec, boost::asio::ip::tcp::socket s) {
       if (ec) return;
+      // No Nagle delay on the double's side: otherwise a small frame may wait
+      // for the peer's delayed ACK (~40 ms), which bench/run's fleet rows
+      // would charge to skiff. (Not a rule copied from the engine.)
+      boost::beast::error_code ignored;
+      s.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
       bool drop;
       int index;
       {

@@ -57,7 +57,7 @@ async function waitFor (what, fn, ms = 60000) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`)
 }
 
-let engineUrl, engineport, iii, call
+let engineUrl, engineport, rbacUrl, iii, call
 const hosts = {}
 
 async function startHost (name, max = 3) {
@@ -89,13 +89,28 @@ async function onHost (h) {
 
 before(async () => {
   // On every address, so the partitioned host reaches it over its veth link.
+  // The callers' listener (docs/multihost.md#callers-see-only-the-default-sandbox-functions):
+  // connections there are admitted by fleet::auth and see only the
+  // default namespace's sandbox::*.
+  const rbacPort = await freePort()
   const dbl = start('engine', [DOUBLE, '--port', '0', '--address', '0.0.0.0', '--tls-cert', join(TLS, 'server.pem'),
-    '--tls-key', join(TLS, 'server-key.pem')])
+    '--tls-key', join(TLS, 'server-key.pem'), '--rbac-port', String(rbacPort), '--auth-function', 'fleet::auth',
+    '--expose', 'match("sandbox::*")'])
   engineport = await waitFor('the engine double', () => /listening (\d+)/.exec(dbl.log())?.[1])
   engineUrl = `wss://127.0.0.1:${engineport}`
+  rbacUrl = `wss://127.0.0.1:${rbacPort}`
   for (const n of ['h1', 'h2', 'h3']) hosts[n] = await startHost(n)
   hosts.router = startRouter('router')
   ;({ iii, call } = connectCaller(engineUrl, 'fleet-e2e'))
+  // The auth function, served by a trusted worker on the internal listener:
+  // a host's credential admits it to its own namespace only; a caller's
+  // admits it to what the listener exposes.
+  iii.registerFunction('fleet::auth', async ({ headers }) => {
+    const token = String(headers?.authorization ?? '').replace(/^Bearer /, '')
+    if (token === 'host-hq-credential') return { namespaces: { 'skiff.hq': ['*'] } }
+    if (token === 'caller-credential') return { allow_function_registration: false }
+    throw new Error('unknown credential')
+  })
   await waitFor('three healthy hosts', async () => (await healthyHosts()).size === 3)
 })
 
@@ -252,6 +267,54 @@ test('SIGKILL of a host mid-exec: its sandboxes are "host lost", creates avoid i
   assert.equal(onH1.host, 'skiff.h1') // the emptiest host
   for (const m of [...made, onH1]) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
   for (const m of ['h1', 'h2', 'h3']) assert.deepEqual(await onHost(hosts[m]), [])
+})
+
+// docs/multihost.md#callers-see-only-the-default-sandbox-functions and #tls:
+// on the callers' listener a caller reaches the router's sandbox::* and
+// nothing else; a host admitted there by its credential
+// (--engine-token-file) serves only in the namespace the auth function
+// grants it; a wrong credential is refused, and the host says why.
+test('the callers\' listener: credentials admit, only sandbox::* is reachable', async () => {
+  // Telemetry off: the SDK's process-wide OTel exporter would be re-aimed at
+  // this listener, which it cannot authenticate to, and retry for ever.
+  const caller = connectCaller(rbacUrl, 'rbac-caller', {
+    headers: { authorization: 'Bearer caller-credential' },
+    otel: { enabled: false }
+  })
+  try {
+    const c = await caller.call('sandbox::catalog::list', {}, 10000)
+    assert.ok(c.images.length > 0, JSON.stringify(c))
+    const refused = await caller.call('skiff::host::status', {}, 10000).then(() => null, e => String(e?.message ?? e))
+    assert.ok(refused, 'skiff::host::status answered a caller')
+    assert.doesNotMatch(refused, /boot_id/)
+  } finally {
+    await caller.iii.shutdown()
+  }
+
+  const token = join(tmp, 'hq.token')
+  writeFileSync(token, 'host-hq-credential\n', { mode: 0o600 })
+  const wrong = join(tmp, 'wrong.token')
+  writeFileSync(wrong, 'not-a-credential\n', { mode: 0o600 })
+  const serve = (name, ns, file) => {
+    const cfg = join(tmp, `${name}.yaml`)
+    writeFileSync(cfg, 'image_allowlist: [host]\nisolation: jail\nmax_concurrent_sandboxes: 2\n')
+    return start(name, [SKIFF, 'serve', '--port', '0', '--config', cfg, '--engine', rbacUrl, '--engine-ca', CA,
+      '--engine-token-file', file, '--iii-namespace', ns], { XDG_DATA_HOME: join(tmp, `data-${name}`) })
+  }
+  const outsider = serve('outsider', 'skiff.outsider', wrong)
+  const hq = serve('hq', 'skiff.hq', token)
+  try {
+    await waitFor('hq to join through the callers\' listener', async () => (await healthyHosts()).has('skiff.hq'))
+    await waitFor('the outsider to be refused', () => /AUTH_ERROR/.test(outsider.log()), 20000)
+    assert.match(outsider.log(), /engine_token_file/)
+    assert.ok(!(await healthyHosts()).has('skiff.outsider'))
+  } finally {
+    for (const p of [hq, outsider]) {
+      p.kill('SIGTERM')
+      await p.exited
+    }
+    await waitFor('hq to be gone', async () => !(await healthyHosts()).has('skiff.hq'))
+  }
 })
 
 test('two hosts given one namespace: the second is refused and exits 3 saying why', async () => {
