@@ -44,7 +44,14 @@ TEST(CliUsage, ServeRefusesABadPortOrEngine) {
   EXPECT_EQ(port.stdout_text, "skiff serve: --port: out of range\n");
   auto engine = Skiff("serve --engine http://x");
   EXPECT_EQ(engine.exit_code, 2);
-  EXPECT_EQ(engine.stdout_text, "skiff serve: --engine: expected a ws:// URL\n");
+  EXPECT_EQ(engine.stdout_text, "skiff serve: --engine: 'http://x': expected a ws:// or wss:// URL\n");
+  auto plain = Skiff("serve --engine ws://192.0.2.1:49134");
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_EQ(
+      plain.stdout_text,
+      "skiff serve: --engine: 'ws://192.0.2.1:49134': ws:// carries every call and the credential in the "
+      "clear, so it is taken only for an engine on this machine (localhost, 127.0.0.0/8, ::1); across a "
+      "network use wss:// (docs/multihost.md#tls)\n");
 }
 
 TEST(CliUsage, RunNeedsSomethingToRun) {
