@@ -8,6 +8,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include "base/file_io.h"
+#include "sandbox/config.h"
 
 namespace skiff::api {
 
@@ -78,13 +79,9 @@ Result<EngineLinkOptions> LoadEngineLinkOptions(const std::string& url,
                                                 const std::optional<std::string>& token_file) {
   EngineLinkOptions o;
   o.url = url;
-  std::string why;
-  auto parsed = ParseWsUrl(url, &why);
-  if (!parsed) return Bad("engine_url", "'" + url + "': " + why);
-  o.parsed = std::move(*parsed);
-  if (!o.parsed.tls && !IsLoopbackHost(o.parsed.host)) {
-    return Bad("engine_url", "'" + url + "': ws:// is taken only for an engine on this machine; use wss://");
-  }
+  // The URL's rules are the config's (sandbox/config.h), stated once.
+  if (auto why = EngineUrlProblem(url); !why.empty()) return Bad("engine_url", why);
+  o.parsed = *ParseWsUrl(url);
   if (ca_file && !o.parsed.tls) return Bad("engine_ca_file", "only for a wss:// engine");
   if (o.parsed.tls) {
     SKIFF_ASSIGN_OR_RETURN(o.tls, TlsContext(ca_file));

@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "fleet/fleet_router.h"
 #include "functions/errors.h"
 #include "sandbox/config.h"
@@ -159,11 +160,7 @@ void AddRouteCommand(CLI::App& app, int& rc) {
   auto f = std::make_shared<RouteFlags>();
   route->add_option("--engine", f->engine_url, "the iii engine's URL (wss://, or ws:// on this machine)")
       ->required();
-  route->add_option(
-      "--engine-ca", f->engine_ca_file,
-      "wss:// only: trust the engine's certificate when it chains to these CA certificates (PEM)");
-  route->add_option("--engine-token-file", f->engine_token_file,
-                    "send the credential in this file (mode 600) to the engine's auth function");
+  AddEngineLinkFlags(route, f->engine_ca_file, f->engine_token_file);
   route->add_option("--host-prefix", f->host_prefix,
                     "namespace prefix of the fleet's hosts (default skiff.)");
   route->add_option("--probe-ms", f->probe_ms, "how often to probe the hosts (default 1000)");

@@ -8,6 +8,7 @@
 #include "api/engine_link_options.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "sandbox/config.h"
 
 namespace skiff::cli {
@@ -84,11 +85,7 @@ void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon) {
   serve->add_option("--socket", f->socket_path, "also listen on this unix socket");
   serve->add_option("--engine", f->engine_url,
                     "worker mode: join the iii engine at this URL (wss://, or ws:// on this machine)");
-  serve->add_option(
-      "--engine-ca", f->engine_ca_file,
-      "wss:// only: trust the engine's certificate when it chains to these CA certificates (PEM)");
-  serve->add_option("--engine-token-file", f->engine_token_file,
-                    "send the credential in this file (mode 600) to the engine's auth function");
+  AddEngineLinkFlags(serve, f->engine_ca_file, f->engine_token_file);
   serve->add_option("--iii-namespace", f->iii_namespace,
                     "worker mode as one host of a fleet: register in this engine namespace (skiff.<host>)");
   serve->callback([f, &rc, daemon] { rc = Serve(*f, daemon); });
