@@ -4,16 +4,10 @@ written and read back beside a local write + read.
 Alone: python3 bench/e2b.py [build dir]"""
 import json, os, socket, subprocess, sys, tempfile, time
 
+from ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_DIR = os.path.join(ROOT, "tests", "e2e", "node")
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def e2b_rows(build, runs, template="base"):
@@ -22,7 +16,7 @@ def e2b_rows(build, runs, template="base"):
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True,
                        stdout=subprocess.DEVNULL)
     skiff = os.path.join(build, "cmd", "skiff", "skiff")
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = os.path.join(tmp, "skiff.yaml")
         with open(cfg, "w") as f:

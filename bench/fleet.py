@@ -13,7 +13,9 @@ bench/fleet.mjs through the unmodified iii-sdk.
 Every process started here is stopped and the temporary directory removed,
 also when a step fails. Usable alone: python3 bench/fleet.py [--runs N]
 """
-import json, os, shutil, signal, socket, statistics, subprocess, tempfile, time, urllib.request
+import json, os, shutil, signal, statistics, subprocess, tempfile, time, urllib.request
+
+from ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -26,14 +28,6 @@ KILL_REPS = 5       # per kill measurement (s301, placement)
 STOP_REPS = 3       # SIGSTOP repetitions
 KILL_POLL_MS = 5    # spacing of the polls after a SIGKILL
 STOP_POLL_MS = 10   # after a SIGSTOP (each poll then waits out the probe deadline)
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Fleet:
@@ -88,7 +82,7 @@ class Fleet:
         self.engine_port = self._wait("the engine double", port, proc=p)
 
     def start_host(self, name):
-        port = _free_port()
+        port = free_port()
         cfg = os.path.join(self.tmp, f"{name}.yaml")
         with open(cfg, "w") as f:
             f.write(f"image_allowlist: [host]\nisolation: jail\nmax_concurrent_sandboxes: {CAP}\n")

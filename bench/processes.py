@@ -4,15 +4,9 @@ the same run, memory per idle background process, and PTY keystroke echo
 through the WebSocket attach route (bench/pty_echo.mjs against a skiffd)."""
 import json, os, socket, subprocess, tempfile, time
 
+from ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _pty_echo(build, runs, image, isolation):
@@ -21,7 +15,7 @@ def _pty_echo(build, runs, image, isolation):
     if not os.path.isdir(os.path.join(node_dir, "node_modules", "ws")):
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node_dir, check=True,
                        stdout=subprocess.DEVNULL)
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = os.path.join(tmp, "skiff.yaml")
         with open(cfg, "w") as f:
