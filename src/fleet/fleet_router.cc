@@ -111,7 +111,7 @@ std::string SCodeOf(const json& error_body) {
 }
 
 FleetRouter::FleetRouter(EngineCalls& calls, RouterOptions options)
-    : calls_(calls), opt_(std::move(options)) {}
+    : calls_(calls), opt_(std::move(options)), index_(calls_, opt_.host_prefix, opt_.probe_deadline) {}
 
 Result<std::set<std::string>> FleetRouter::ListHosts() {
   CallOutcome o = CallAndWait(calls_, "engine::workers::list", "", json::object(), opt_.probe_deadline);
@@ -201,11 +201,28 @@ Invocation FleetRouter::Relay(const std::string& ns, const CallOutcome& o, const
 }
 
 Result<Placement> FleetRouter::Locate(const std::string& id) {
-  if (auto p = locator_.Get(id)) {
+  std::optional<Placement> p = locator_.Get(id);
+  if (!p) {
+    // Placed before this router started (a restart, a standby taking
+    // over): the engine's state says where, in one call.
+    p = index_.Get(id);
+    if (p) {
+      locator_.Put(id, *p);
+      // A host this router has not seen: maybe connected since the last
+      // probe; if the engine does not list it, it is gone.
+      if (hosts_.StateOf(p->ns) == HostState::kUnknown) RefreshConnected();
+      if (hosts_.StateOf(p->ns) == HostState::kUnknown) return HostLost(id, p->ns);
+    }
+  }
+  if (p) {
     HostState st = hosts_.StateOf(p->ns);
     if (st == HostState::kLost) return HostLost(id, p->ns);
     auto boot = hosts_.BootOf(p->ns);
-    if (boot && *boot != p->boot_id) return HostLost(id, p->ns);  // it restarted: its sandboxes are gone
+    if (boot && *boot != p->boot_id) {
+      // It restarted: its sandboxes are gone for good, and so is the record.
+      index_.Forget(id);
+      return HostLost(id, p->ns);
+    }
     return *p;
   }
   // Not placed by this router (or before its restart): ask every host.
@@ -220,9 +237,10 @@ Result<Placement> FleetRouter::Locate(const std::string& id) {
       continue;
     }
     if (a.body.is_object() && a.body.value("has", false)) {
-      Placement p{nss[i], hosts_.BootOf(nss[i]).value_or("")};
-      locator_.Put(id, p);
-      return p;
+      Placement found{nss[i], hosts_.BootOf(nss[i]).value_or("")};
+      locator_.Put(id, found);
+      index_.Put(id, found);
+      return found;
     }
   }
   if (silent > 0)
@@ -246,7 +264,14 @@ Invocation FleetRouter::ToSandbox(const std::string& function_id, const json& pa
   Invocation inv = Relay(where->ns, o, id);
   if (inv.result && function_id == "sandbox::stop") {
     locator_.Forget(id);
+    index_.Forget(id);
     hosts_.NoteStopped(where->ns);
+  }
+  if (inv.relayed_error && SCodeOf(*inv.relayed_error) == "S002") {
+    // The host does not have it (stopped there by its idle rules, say):
+    // neither record may send the next call there again.
+    locator_.Forget(id);
+    index_.Forget(id);
   }
   if (inv.result && function_id == "sandbox::fork" && inv.result->is_object()) {
     auto it = inv.result->find("sandboxes");
@@ -254,6 +279,7 @@ Invocation FleetRouter::ToSandbox(const std::string& function_id, const json& pa
       for (auto& s : *it) {
         if (s.is_object() && s.contains("sandbox_id") && s["sandbox_id"].is_string()) {
           locator_.Put(s["sandbox_id"].get<std::string>(), *where);
+          index_.Put(s["sandbox_id"].get<std::string>(), *where);
           s["host"] = where->ns;
         }
       }
@@ -314,7 +340,9 @@ Invocation FleetRouter::Create(const json& payload) {
     }
     if (inv.result) {
       std::string sid = inv.result->is_object() ? inv.result->value("sandbox_id", id) : id;
-      locator_.Put(sid, Placement{ns, hosts_.BootOf(ns).value_or("")});
+      Placement placed{ns, hosts_.BootOf(ns).value_or("")};
+      locator_.Put(sid, placed);
+      index_.Put(sid, placed);
       hosts_.NotePlaced(ns);
       if (inv.result->is_object()) (*inv.result)["host"] = ns;
     }

@@ -4,7 +4,8 @@
 // offers the backend (spilling over on S400); every call naming a sandbox
 // goes to the host holding it; lists fan out and merge. A host that left
 // the engine makes its sandboxes' calls S301 ("host lost"); a host whose
-// probes go unanswered gets no new sandboxes.
+// probes go unanswered gets no new sandboxes. Where each sandbox lives is
+// cached in memory and recorded in the engine's state (placement_index.h).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "base/error.h"
 #include "fleet/engine_calls.h"
 #include "fleet/host_table.h"
+#include "fleet/placement_index.h"
 #include "fleet/sandbox_locator.h"
 #include "functions/invocation.h"
 
@@ -70,7 +72,8 @@ class FleetRouter {
   EngineCalls& calls_;
   RouterOptions opt_;
   HostTable hosts_;
-  SandboxLocator locator_;
+  SandboxLocator locator_;  // what this router knows, in memory
+  PlacementIndex index_;    // the same, in the engine's state (outlives the router)
   std::atomic<bool> engine_too_old_{false};
 };
 

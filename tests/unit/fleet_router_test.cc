@@ -1,6 +1,7 @@
 // The fleet router against a scripted engine (docs/multihost.md): placement
 // with spill-over, routing by sandbox id, merged lists, lost and restarted
-// hosts, and the refusal of an engine without namespaces.
+// hosts, the index kept in the engine's state, and the refusal of an engine
+// without namespaces.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -28,6 +29,8 @@ class FakeEngine final : public EngineCalls {
   std::map<std::string, FakeHost> hosts;
   std::set<std::string> connected;
   bool legacy = false;                                     // workers listed without a namespace (iii 0.22)
+  bool has_state = true;                                   // serves state::set / get / delete
+  std::map<std::string, json> state;                       // "scope/key" -> value
   std::vector<std::pair<std::string, std::string>> calls;  // (function, namespace)
   std::map<std::string, std::chrono::milliseconds> deadlines;  // the last one given, by function
 
@@ -55,6 +58,17 @@ class FakeEngine final : public EngineCalls {
         ws.push_back({{"name", "iii-sandbox"}, {"id", "w-" + n}, {"namespace", n}});
       ws.push_back({{"name", "iii-sandbox"}, {"id", "x"}, {"namespace", "other.team"}});  // not a host
       return {Kind::kResult, {{"workers", ws}}};
+    }
+    if (fn.rfind("state::", 0) == 0 && ns.empty() && has_state) {
+      // workers/state/state.rs: set answers {old_value,new_value}; get and
+      // delete answer the value, or nothing (null).
+      std::string k = data["scope"].get<std::string>() + "/" + data["key"].get<std::string>();
+      auto it = state.find(k);
+      json old = it == state.end() ? json() : it->second;
+      if (fn == "state::set") state[k] = data["value"];
+      if (fn == "state::delete" && it != state.end()) state.erase(it);
+      return {Kind::kResult,
+              fn == "state::set" ? json{{"old_value", old}, {"new_value", data["value"]}} : old};
     }
     if (!connected.count(ns)) return {Kind::kError, {{"code", "function_not_found"}, {"message", "gone"}}};
     FakeHost& h = hosts[ns];
@@ -277,6 +291,7 @@ TEST_F(FleetRouterTest, ACreateWhoseHostLeavesMidCallGoesToTheNextHost) {
 }
 
 TEST_F(FleetRouterTest, ARestartedRouterFindsSandboxesByAskingTheHosts) {
+  engine.has_state = false;  // an engine without a state worker
   ASSERT_TRUE(router.Probe().ok());
   std::string id = Create();
   std::string host = router.locator().Get(id)->ns;
@@ -286,6 +301,97 @@ TEST_F(FleetRouterTest, ARestartedRouterFindsSandboxesByAskingTheHosts) {
   ASSERT_TRUE(inv.result);
   EXPECT_EQ((*inv.result)["host_answered"], host);
   ASSERT_TRUE(fresh.locator().Get(id));
+  EXPECT_EQ(engine.CallsTo("skiff::host::has", host), 1u);
+}
+
+TEST_F(FleetRouterTest, ARestartedRouterFindsSandboxesThroughTheEngineState) {
+  ASSERT_TRUE(router.Probe().ok());
+  std::string id = Create();
+  std::string host = router.locator().Get(id)->ns;
+  ASSERT_TRUE(engine.state.count(std::string(kPlacementScope) + "/" + id));
+  FleetRouter fresh(engine, RouterOptions{});  // a restart, or a standby taking over
+  ASSERT_TRUE(fresh.Probe().ok());
+  Invocation inv = fresh.Handle("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}});
+  ASSERT_TRUE(inv.result);
+  EXPECT_EQ((*inv.result)["host_answered"], host);
+  for (auto n : {"skiff.a", "skiff.b", "skiff.c"}) EXPECT_EQ(engine.CallsTo("skiff::host::has", n), 0u) << n;
+}
+
+// Only the engine's state remembers which host held a sandbox whose host
+// left before the router restarted: S301, as for the router that placed it.
+TEST_F(FleetRouterTest, AfterARouterRestartALostHostsSandboxesAreStillHostLost) {
+  ASSERT_TRUE(router.Probe().ok());
+  std::string id = Create();
+  std::string host = router.locator().Get(id)->ns;
+  engine.connected.erase(host);
+  FleetRouter fresh(engine, RouterOptions{});
+  ASSERT_TRUE(fresh.Probe().ok());
+  Invocation inv = fresh.Handle("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}});
+  ASSERT_TRUE(inv.error);
+  EXPECT_EQ(inv.error->code(), Code::kS301) << inv.error->message();
+  EXPECT_NE(inv.error->message().find(host), std::string::npos);
+
+  engine.state.clear();  // what a router without the engine's state can say
+  FleetRouter forgetful(engine, RouterOptions{});
+  ASSERT_TRUE(forgetful.Probe().ok());
+  Invocation unknown = forgetful.Handle("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}});
+  ASSERT_TRUE(unknown.error);
+  EXPECT_EQ(unknown.error->code(), Code::kS002);
+}
+
+// No record outlives its sandbox: a stop through the router deletes it, and
+// so does a host answering S002 (the sandbox went by the host's own idle
+// rules); so does a host's restart.
+TEST_F(FleetRouterTest, RecordsGoWithTheirSandboxes) {
+  ASSERT_TRUE(router.Probe().ok());
+  std::string stopped = Create();
+  std::string idled = Create();
+  std::string rebooted = Create();
+  ASSERT_EQ(engine.state.size(), 3u);
+  ASSERT_TRUE(router.Handle("sandbox::stop", {{"sandbox_id", stopped}}).result);
+  std::string idle_host = router.locator().Get(idled)->ns;
+  engine.hosts[idle_host].sandboxes.erase(idled);
+  Invocation gone = router.Handle("sandbox::exec", {{"sandbox_id", idled}, {"cmd", "true"}});
+  ASSERT_TRUE(gone.relayed_error);
+  EXPECT_EQ(SCodeOf(*gone.relayed_error), "S002");
+  std::string reboot_host = router.locator().Get(rebooted)->ns;
+  engine.hosts[reboot_host].boot = "boot-2";
+  engine.hosts[reboot_host].sandboxes.clear();
+  ASSERT_TRUE(router.Probe().ok());
+  Invocation lost = router.Handle("sandbox::exec", {{"sandbox_id", rebooted}, {"cmd", "true"}});
+  ASSERT_TRUE(lost.error);
+  EXPECT_EQ(lost.error->code(), Code::kS301);
+  EXPECT_TRUE(engine.state.empty()) << json(engine.state).dump();
+}
+
+// The state is read with care: a record that does not name a host of this
+// fleet is ignored and the hosts are asked.
+TEST_F(FleetRouterTest, ARecordNamingNoFleetHostIsIgnored) {
+  ASSERT_TRUE(router.Probe().ok());
+  std::string id = Create();
+  std::string host = router.locator().Get(id)->ns;
+  const std::string key = std::string(kPlacementScope) + "/" + id;
+  for (json junk : {json("skiff.a"), json{{"host", "other.team"}, {"boot_id", "b"}},
+                    json{{"host", "skiff."}, {"boot_id", "b"}}, json{{"host", 7}, {"boot_id", "b"}},
+                    json{{"host", "skiff.a"}}}) {
+    engine.state[key] = junk;
+    FleetRouter fresh(engine, RouterOptions{});
+    ASSERT_TRUE(fresh.Probe().ok());
+    Invocation inv = fresh.Handle("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}});
+    ASSERT_TRUE(inv.result) << junk.dump();
+    EXPECT_EQ((*inv.result)["host_answered"], host) << junk.dump();
+  }
+}
+
+// Without a state worker on the engine, everything still works; the index
+// says it is unavailable.
+TEST_F(FleetRouterTest, AnEngineWithoutStateStillRoutes) {
+  engine.has_state = false;
+  ASSERT_TRUE(router.Probe().ok());
+  std::string id = Create();
+  EXPECT_TRUE(router.Handle("sandbox::exec", {{"sandbox_id", id}, {"cmd", "true"}}).result);
+  EXPECT_TRUE(router.Handle("sandbox::stop", {{"sandbox_id", id}}).result);
+  EXPECT_TRUE(engine.state.empty());
 }
 
 TEST_F(FleetRouterTest, HostErrorsAreRelayedVerbatim) {

@@ -330,18 +330,36 @@ test('two hosts given one namespace: the second is refused and exits 3 saying wh
   assert.equal((await healthyHosts()).size, 3) // the first one is untouched
 })
 
-test('a standby router takes over when the active one goes', async () => {
+// docs/multihost.md#routing: the router records where each sandbox lives in
+// the engine's state, so a router that placed none of them (a standby
+// taking over, a restart) finds them there — including the one whose host
+// died before it came: "host lost", not "not found".
+test('a standby router takes over when the active one goes, and finds sandboxes through the engine\'s state', async () => {
+  const placed = []
+  for (let i = 0; i < 3; i++) placed.push(await call('sandbox::create', { image: 'host' }))
+  const victim = placed[0]
+  const kept = placed.filter(m => m.host !== victim.host)
+  assert.ok(kept.length > 0, JSON.stringify(placed))
   const standby = startRouter('standby')
   await waitFor('the standby to stand by', () => /standing by/.test(standby.log()), 20000)
+  const victimName = victim.host.replace(/^skiff\./, '')
+  hosts[victimName].child.kill('SIGKILL')
+  await hosts[victimName].child.exited
   hosts.router.kill('SIGTERM')
   assert.equal(await hosts.router.exited, 0)
   hosts.router = standby
-  await waitFor('the standby to serve', async () => (await healthyHosts()).size === 3, 30000)
-  const m = await call('sandbox::create', { image: 'host' })
-  // A restarted router's cache is empty: it finds the sandbox by asking the hosts.
-  const x = await call('sandbox::exec', { sandbox_id: m.sandbox_id, cmd: 'echo routed' })
-  assert.equal(x.stdout, 'routed\n')
-  await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  await waitFor('the standby to serve', async () => (await healthyHosts()).size === 2, 30000)
+  for (const m of kept) {
+    const x = await call('sandbox::exec', { sandbox_id: m.sandbox_id, cmd: 'echo routed' })
+    assert.equal(x.stdout, 'routed\n')
+  }
+  const lost = await sError(call('sandbox::exec', { sandbox_id: victim.sandbox_id, cmd: 'true' }))
+  assert.equal(lost.code, 'S301', JSON.stringify(lost))
+  assert.match(lost.message, new RegExp(`host lost: .*${victim.host.replace('.', '\\.')}`))
+  hosts[victimName] = await startHost(victimName)
+  await waitFor('the host back', async () => (await healthyHosts()).size === 3)
+  for (const m of kept) await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  for (const m of ['h1', 'h2', 'h3']) assert.deepEqual(await onHost(hosts[m]), [])
 })
 
 test('a router refuses an engine that cannot keep namespaces apart (0.22)', async () => {
