@@ -169,6 +169,11 @@ Error FleetRouter::HostLost(const std::string& sandbox_id, const std::string& ns
                                 ", which has left the fleet");
 }
 
+Error FleetRouter::NoRoom(const std::string& isolation) const {
+  return Error(Code::kS400, "resource limit exceeded: no host of the fleet has room for a" +
+                                (isolation.empty() ? std::string() : " " + isolation) + " sandbox");
+}
+
 Error FleetRouter::NoHosts() const {
   return Platform("fleet", "no host of the fleet answers (" + std::to_string(hosts_.connected()) +
                                " connected to the engine)");
@@ -311,19 +316,21 @@ Invocation FleetRouter::Create(const json& payload) {
   } else {
     order = RankHosts(hosts_.Healthy(), isolation);
     // Full as last seen: S400 is answered only from the hosts' answers of now.
-    if (order.empty() && Probe().ok()) order = RankHosts(hosts_.Healthy(), isolation);
+    if (order.empty()) order = FullHosts(hosts_.Healthy(), isolation);
   }
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
-    return Fail(Error(Code::kS400, "resource limit exceeded: no host of the fleet has room for a" +
-                                       (isolation.empty() ? std::string() : " " + isolation) + " sandbox"));
+    return Fail(NoRoom(isolation));
   }
   Invocation last;
+  size_t full = 0;
   for (const auto& ns : order) {
     CallOutcome o = CallAndWait(calls_, "sandbox::create", ns, p, kCreateDeadline);
     std::string code = o.kind == Kind::kError ? SCodeOf(o.body) : "";
     if (o.kind == Kind::kError && (code == "S400" || (from_snapshot && code == "S007"))) {
+      full += code == "S400";
       last = Relay(ns, o, "");
+      if (full == order.size()) return Fail(NoRoom(isolation));
       continue;  // full (or not the snapshot's host): the next one
     }
     Invocation inv = Relay(ns, o, "");
@@ -357,21 +364,17 @@ Invocation FleetRouter::Run(const json& payload) {
   if (auto it = payload.find("isolation"); it != payload.end() && it->is_string())
     isolation = it->get<std::string>();
   std::vector<std::string> order = RankHosts(hosts_.Healthy(), isolation);
-  if (order.empty() && Probe().ok()) order = RankHosts(hosts_.Healthy(), isolation);
+  if (order.empty()) order = FullHosts(hosts_.Healthy(), isolation);
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
-    return Fail(Error(Code::kS400, "resource limit exceeded: no host of the fleet has room for a sandbox"));
+    return Fail(NoRoom(isolation));
   }
-  Invocation last;
   for (const auto& ns : order) {
     CallOutcome o = CallAndWait(calls_, "sandbox::run", ns, payload, DeadlineFor("sandbox::run", payload));
-    if (o.kind == Kind::kError && SCodeOf(o.body) == "S400") {
-      last = Relay(ns, o, "");
-      continue;
-    }
+    if (o.kind == Kind::kError && SCodeOf(o.body) == "S400") continue;  // full now: the next one
     return Relay(ns, o, "");
   }
-  return last;
+  return Fail(NoRoom(isolation));  // every host said so just now
 }
 
 Invocation FleetRouter::FanOut(const std::string& function_id, const json& payload, const char* key) {

@@ -68,6 +68,7 @@ class FleetRouter {
   void RefreshConnected();
   Error HostLost(const std::string& sandbox_id, const std::string& ns) const;
   Error NoHosts() const;
+  Error NoRoom(const std::string& isolation) const;
 
   EngineCalls& calls_;
   RouterOptions opt_;

@@ -27,4 +27,10 @@ struct HostView {
 // them in turn, moving on when one answers S400.
 std::vector<std::string> RankHosts(const std::vector<HostView>& hosts, const std::string& isolation);
 
+// The hosts that offer the backend but looked full when last seen, by
+// namespace: a status is a snapshot (a sandbox being stopped still counts
+// in it), so before a create is refused these are asked too, and only
+// their own S400 answers make the refusal.
+std::vector<std::string> FullHosts(const std::vector<HostView>& hosts, const std::string& isolation);
+
 }  // namespace skiff::fleet

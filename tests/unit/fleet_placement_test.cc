@@ -33,6 +33,15 @@ TEST(PlacementTest, FullHostsAndMissingBackendsAreLeftOut) {
   EXPECT_TRUE(RankHosts({Host("skiff.full", 4, 4)}, "").empty());
 }
 
+// The hosts a refusal must still ask: full as last seen, offering the backend.
+TEST(PlacementTest, FullHostsAreThoseThatLookedFull) {
+  std::vector<HostView> hosts = {Host("skiff.z", 4, 5), Host("skiff.full", 4, 4), Host("skiff.room", 4, 1),
+                                 Host("skiff.vm", 4, 4, 0, {"jail", "microvm"}), Host("skiff.zero", 0, 0)};
+  EXPECT_EQ(FullHosts(hosts, ""), (std::vector<std::string>{"skiff.full", "skiff.vm", "skiff.z"}));
+  EXPECT_EQ(FullHosts(hosts, "microvm"), (std::vector<std::string>{"skiff.vm"}));
+  EXPECT_TRUE(FullHosts({Host("skiff.room", 4, 1)}, "").empty());
+}
+
 TEST(PlacementTest, TiesGoToAWarmPoolThenByName) {
   HostView a = Host("skiff.a", 4, 0), b = Host("skiff.b", 4, 0);
   b.pooled_ready = 1;

@@ -24,7 +24,8 @@ class FakeEngine final : public EngineCalls {
     std::string boot = "boot-1";
     uint32_t max = 4;
     std::set<std::string> sandboxes;
-    bool silent = false;  // never answers (a partition)
+    bool silent = false;    // never answers (a partition)
+    uint32_t stopping = 0;  // sandboxes its status still counts (being stopped)
   };
   std::map<std::string, FakeHost> hosts;
   std::set<std::string> connected;
@@ -79,7 +80,7 @@ class FakeEngine final : public EngineCalls {
                {"isolation_available", {"jail"}},
                {"default_isolation", "jail"},
                {"max_sandboxes", h.max},
-               {"sandboxes", h.sandboxes.size()},
+               {"sandboxes", h.sandboxes.size() + h.stopping},
                {"pooled_ready", 0},
                {"cpus", 2},
                {"load_1m", 0.0}}};
@@ -93,6 +94,10 @@ class FakeEngine final : public EngineCalls {
       std::string id = data["sandbox_id"];
       h.sandboxes.insert(id);
       return {Kind::kResult, {{"sandbox_id", id}, {"image", data["image"]}, {"isolation", "jail"}}};
+    }
+    if (fn == "sandbox::run") {
+      if (h.sandboxes.size() >= h.max) return {Kind::kError, SError("S400", "resource limit exceeded: full")};
+      return {Kind::kResult, {{"exit_code", 0}, {"host_answered", ns}}};
     }
     if (fn == "sandbox::list") {
       json l = json::array();
@@ -179,6 +184,29 @@ TEST_F(FleetRouterTest, SpillsOverWhenAHostAnswersS400) {
   Invocation full = router.Handle("sandbox::create", {{"image", "python"}});
   ASSERT_TRUE(full.error);
   EXPECT_EQ(full.error->code(), Code::kS400);
+}
+
+// A status is a snapshot: one taken while sandboxes were being stopped
+// says "full" of hosts that have room by the time a create comes. Those
+// hosts are asked before the create is refused; only their own S400s make
+// the refusal (this was 98 needless S400s in 12 concurrent create/stop
+// loops on 12 slots).
+TEST_F(FleetRouterTest, HostsThatLookedFullAreAskedBeforeAnS400) {
+  for (auto& [ns, h] : engine.hosts) h.stopping = h.max;  // every status says full
+  ASSERT_TRUE(router.Probe().ok());
+  for (auto n : {"skiff.a", "skiff.b", "skiff.c"}) engine.hosts[n].stopping = 0;  // ...but the stops are done
+  for (int i = 0; i < 12; ++i) {
+    Invocation c = router.Handle("sandbox::create", {{"image", "python"}});
+    ASSERT_TRUE(c.result) << i << " " << (c.error ? c.error->message() : c.relayed_error->dump());
+  }
+  Invocation full = router.Handle("sandbox::create", {{"image", "python"}});  // now truly full
+  ASSERT_TRUE(full.error);
+  EXPECT_EQ(full.error->code(), Code::kS400);
+  EXPECT_NE(full.error->message().find("no host of the fleet has room"), std::string::npos);
+  for (auto n : {"skiff.a", "skiff.b", "skiff.c"}) EXPECT_GE(engine.CallsTo("sandbox::create", n), 5u) << n;
+  Invocation run = router.Handle("sandbox::run", {{"image", "python"}, {"code", "1"}});
+  ASSERT_TRUE(run.error);
+  EXPECT_EQ(run.error->code(), Code::kS400);
 }
 
 TEST_F(FleetRouterTest, ListsAreMergedWithTheirHost) {
