@@ -17,6 +17,18 @@
 //    answers function_not_found / invocation_stopped like the engine;
 //  - serves engine::workers::register / list, state::set / get / delete and
 //    the engine::workers-available trigger itself (builtins.h);
+//  - serves data channels (engine_double/channels.h): the builtin
+//    engine::channels::create (workers/engine_fn/mod.rs create_channel;
+//    allowed on an RBAC listener whatever its rules, rbac_config.rs
+//    INFRASTRUCTURE_FUNCTIONS) and, on every listener and without the auth
+//    function (workers/worker/mod.rs route "/ws/channels/{channel_id}";
+//    workers/worker/README.md "Channels"), the channel WebSocket endpoint
+//    `/ws/channels/{id}?key=…&dir=read|write` (workers/worker/ws_handler.rs):
+//    an unknown id or a wrong key is a 404 before any upgrade, a side already
+//    taken is upgraded and closed at once, a writer's frames reach the reader
+//    in order through a queue of buffer_size frames that stops reading the
+//    writer while full, and channels with a side never taken are swept after
+//    the TTL (workers/worker/channels.rs CHANNEL_TTL; channel_ttl);
 //  - with `legacy_0_22`, behaves as the engine up to 0.22: no namespaces, the
 //    last registrant of an id silently replaces the first;
 //  - with `rbac_port`, opens a second listener with an `rbac` block, as the
@@ -40,8 +52,9 @@
 // Differences from the engine a fleet should know: worker ids and reattach
 // tokens are "worker-N" / "token-N" (the engine uses UUIDs; nothing may parse
 // them), middleware, the RBAC registration hooks, HTTP-invocation functions,
-// queues (action enqueue), channels, services and every other trigger type
-// are not served.
+// queues (action enqueue), services and every other trigger type are not
+// served. Like /otel ones, channel sockets take a connection index but are
+// never workers.
 #pragma once
 
 #include <fcntl.h>
@@ -68,6 +81,7 @@
 
 #include "base/text.h"
 #include "engine_double/builtins.h"
+#include "engine_double/channels.h"
 #include "engine_double/connection.h"
 #include "engine_double/rbac.h"
 #include "engine_double/registry.h"
@@ -93,6 +107,12 @@ struct EngineDoubleOptions {
   // string `match("sandbox::*")`, or {"match": "…", "namespace": "…"}, or
   // {"metadata": {"public": true}, "namespace": "…"} (rbac_config.rs).
   std::vector<nlohmann::json> expose_functions;
+  // Data channels (workers/worker/channels.rs): a channel with a side nobody
+  // took is removed once older than channel_ttl (CHANNEL_TTL, 5 min) by a
+  // sweep every channel_sweep_interval (start_sweep_task, 60 s). Tests may
+  // shorten both.
+  std::chrono::milliseconds channel_ttl{5 * 60 * 1000};
+  std::chrono::milliseconds channel_sweep_interval{60 * 1000};
 };
 
 class EngineDouble {
@@ -119,6 +139,9 @@ class EngineDouble {
     if (!opt_.rbac_port && (!opt_.auth_function_id.empty() || !opt_.expose_functions.empty())) {
       throw std::invalid_argument("an auth function or expose_functions need the RBAC listener (rbac_port)");
     }
+    if (opt_.channel_sweep_interval <= std::chrono::milliseconds(0)) {
+      throw std::invalid_argument("channel_sweep_interval must be positive");
+    }
     std::shared_ptr<engine_double::RbacConfig> rbac;
     if (opt_.rbac_port) {
       rbac = std::make_shared<engine_double::RbacConfig>();
@@ -139,6 +162,9 @@ class EngineDouble {
       tls_->use_certificate_chain_file(opt_.tls_cert_file);
       tls_->use_private_key_file(opt_.tls_key_file, net::ssl::context::pem);
     }
+    channels_ = std::make_shared<engine_double::ChannelStore>(ioc_.get_executor(), opt_.channel_ttl,
+                                                              opt_.channel_sweep_interval);
+    channels_->Start();
     Listen(main_, opt_.port, nullptr);
     if (opt_.rbac_port) Listen(rbac_listener_.emplace(ioc_), *opt_.rbac_port, std::move(rbac));
     thread_ = std::thread([this] { ioc_.run(); });
@@ -151,6 +177,7 @@ class EngineDouble {
       main_.acceptor.close(ec);
       if (rbac_listener_) rbac_listener_->acceptor.close(ec);
       for (auto& c : conns_) c->Abort();
+      channels_->Stop();
       ioc_.stop();
     });
     thread_.join();
@@ -212,7 +239,7 @@ class EngineDouble {
   // Sends a text frame on the newest connection (engine → worker).
   void Send(const json& m) { SendTo(-1, m); }
   // Sends a text frame on connection `conn` (its index; -1 = the newest
-  // worker connection, /otel ones aside).
+  // worker connection, /otel and channel ones aside).
   void SendTo(int conn, const json& m) {
     boost::asio::post(ioc_, [this, conn, m] {
       if (auto c = ByIndex(conn)) c->Send(m);
@@ -249,6 +276,18 @@ class EngineDouble {
       if (!c || !c->resolved) return std::nullopt;
       return c->ns;
     });
+  }
+  // engine::channels::create, as a caller on the engine gets it: the result
+  // ({writer, reader}) or {"error": {code, message}}.
+  json CreateChannel(json data = json::object()) {
+    return OnLoop([this, data] {
+      engine_double::BuiltinAnswer a = channels_->Create(data);
+      return a.result ? *a.result : json{{"error", a.error.value_or(json())}};
+    });
+  }
+  // How many data channels the double holds (created, not swept).
+  size_t ChannelCount() {
+    return OnLoop([this] { return channels_->size(); });
   }
   // Whether connection `conn` is still connected (its cleanup has not run).
   bool Connected(int conn) {
@@ -301,7 +340,7 @@ class EngineDouble {
   ConnPtr ByIndex(int conn) {
     if (conn < 0) {  // the newest worker connection
       for (auto it = conns_.rbegin(); it != conns_.rend(); ++it) {
-        if (!(*it)->otel) return *it;
+        if (!(*it)->otel && !(*it)->channel) return *it;
       }
       return nullptr;
     }
@@ -404,6 +443,7 @@ class EngineDouble {
                                                                                       std::move(h));
         }
         c->rbac = l.rbac;
+        c->channels = channels_;  // the channel endpoint is on every listener
         conns_.push_back(c);
         c->Start();
       }
@@ -765,6 +805,7 @@ class EngineDouble {
   std::optional<engine_double::BuiltinAnswer> Builtin(const ConnPtr& c, const std::string& fn,
                                                       const json& data) {
     if (fn == "engine::workers::register") return RegisterWorker(c, data);
+    if (fn == "engine::channels::create") return channels_->Create(data);
     if (fn == "engine::workers::list") {
       std::vector<engine_double::WorkerRow> rows;
       for (auto& w : conns_) {
@@ -954,6 +995,7 @@ class EngineDouble {
   std::map<std::string, ConnPtr> live_;  // worker id → connection (worker_registry)
   engine_double::Registry registry_;
   engine_double::StateStore state_;
+  std::shared_ptr<engine_double::ChannelStore> channels_;
   std::map<std::string, Pending> pending_;
   std::vector<Trigger> triggers_;
   // Shared with the test thread:

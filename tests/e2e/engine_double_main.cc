@@ -5,6 +5,7 @@
 //   engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]
 //                 [--tls-cert FILE --tls-key FILE]
 //                 [--rbac-port N [--auth-function ID] [--expose RULE]...]
+//                 [--channel-ttl-ms MS] [--channel-sweep-ms MS]
 //
 // --port 0 (the default) takes any free port. Once it accepts connections it
 // prints `listening <port>` on stdout, then `rbac-listening <port>` when it
@@ -19,6 +20,9 @@
 // `{"match": "sandbox::*", "namespace": "skiff.h1"}` or
 // `{"metadata": {"public": true}}`. --auth-function and --expose need
 // --rbac-port.
+// --channel-ttl-ms / --channel-sweep-ms: how old a data channel with a side
+// nobody took gets before it is swept (default 5 min, the engine's
+// CHANNEL_TTL), and how often the sweep runs (default 60 s).
 #include <signal.h>
 
 #include <cstdio>
@@ -33,7 +37,8 @@ namespace {
 int Usage() {
   std::cerr << "usage: engine-double [--port N] [--address A] [--legacy-0.22] [--namespace-grace-ms MS]\n"
                "                     [--tls-cert FILE --tls-key FILE]\n"
-               "                     [--rbac-port N [--auth-function ID] [--expose RULE]...]\n";
+               "                     [--rbac-port N [--auth-function ID] [--expose RULE]...]\n"
+               "                     [--channel-ttl-ms MS] [--channel-sweep-ms MS]\n";
   return 2;
 }
 
@@ -62,6 +67,12 @@ int main(int argc, char** argv) {
       opt.legacy_0_22 = true;
     } else if (a == "--namespace-grace-ms" && i + 1 < argc && ParseNumber(argv[i + 1], 3600000, n)) {
       opt.namespace_grace = std::chrono::milliseconds(n);
+      ++i;
+    } else if (a == "--channel-ttl-ms" && i + 1 < argc && ParseNumber(argv[i + 1], 86400000, n)) {
+      opt.channel_ttl = std::chrono::milliseconds(n);
+      ++i;
+    } else if (a == "--channel-sweep-ms" && i + 1 < argc && ParseNumber(argv[i + 1], 86400000, n) && n > 0) {
+      opt.channel_sweep_interval = std::chrono::milliseconds(n);
       ++i;
     } else if (a == "--tls-cert" && i + 1 < argc) {
       opt.tls_cert_file = argv[++i];

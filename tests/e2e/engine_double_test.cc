@@ -5,16 +5,24 @@
 // invocation_stopped and removal when a worker goes, re-registration by a
 // restarted host, engine::workers::list, state, the workers-available
 // trigger, the 0.22 last-registrant-wins switch, wss:// against a throwaway
-// CA (test_ca.h), and the RBAC listener: authentication through an auth
-// function and the session's gates on calls, registrations and triggers (with
-// the RBAC rules checked on the engine's own test cases). No daemon involved.
+// CA (test_ca.h), the RBAC listener: authentication through an auth function
+// and the session's gates on calls, registrations and triggers (with the RBAC
+// rules checked on the engine's own test cases), and data channels
+// (engine::channels::create and the /ws/channels endpoint). No daemon
+// involved.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 // Boost.Asio's headers use std::exchange without including <utility>.
 #include <utility>
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/ssl.hpp>
@@ -34,10 +42,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "base/text.h"
+#include "channel_client.h"
 #include "engine_double.h"
 #include "test_ca.h"
 
@@ -1111,6 +1121,408 @@ TEST(EngineDoubleTest, RbacRegistrationDeniedWhereTheEngineDeniesIt) {
   ASSERT_TRUE(cron.WaitType("pong", from));
   EXPECT_EQ(cron.Count("invokefunction"), 0u);
   EXPECT_EQ(cron.Count("triggerregistrationresult"), 0u);
+}
+
+// --- Data channels: engine::channels::create and /ws/channels/{id}.
+
+// Calls engine::channels::create from `caller` with `data`; the whole answer.
+json CreateChannelAnswer(RawClient& caller, json data) {
+  std::string inv = NewUuid();
+  caller.Send(Call(inv, "engine::channels::create", std::move(data)));
+  auto r = caller.WaitResult(inv);
+  return r ? *r : json();
+}
+ChannelRefs CreateChannel(RawClient& caller, json data = json::object()) {
+  json r = CreateChannelAnswer(caller, std::move(data));
+  EXPECT_TRUE(r.contains("result")) << r.dump();
+  if (!r.contains("result")) return {};
+  return {r["result"]["writer"], r["result"]["reader"]};
+}
+
+TEST(EngineDoubleTest, ChannelsCreateAnswersAWriterAndAReaderRef) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  json r = CreateChannelAnswer(caller, json::object());
+  ASSERT_TRUE(r.contains("result")) << r.dump();
+  const json& w = r["result"]["writer"];
+  const json& rd = r["result"]["reader"];
+  // protocol.rs StreamChannelRef: one id and one key, the direction each.
+  EXPECT_EQ(r["result"].size(), 2u);
+  EXPECT_EQ(w.size(), 3u);
+  EXPECT_EQ(w["direction"], "write");
+  EXPECT_EQ(rd["direction"], "read");
+  EXPECT_EQ(w["channel_id"], rd["channel_id"]);
+  EXPECT_EQ(w["access_key"], rd["access_key"]);
+  EXPECT_TRUE(CanonicalUuid(w["channel_id"].get<std::string>()));
+  EXPECT_TRUE(CanonicalUuid(w["access_key"].get<std::string>()));
+  EXPECT_NE(w["channel_id"], w["access_key"]);
+  // Any size is taken (clamped to 1..1024); a size that is not a usize is not.
+  for (json size : {json(0), json(4), json(100000), json(nullptr)}) {
+    EXPECT_TRUE(CreateChannelAnswer(caller, {{"buffer_size", size}}).contains("result")) << size;
+  }
+  EXPECT_EQ(CreateChannelAnswer(caller, {{"buffer_size", -1}})["error"],
+            json({{"code", "deserialization_error"},
+                  {"message",
+                   "Failed to deserialize input for engine::channels::create: invalid value: integer `-1`, "
+                   "expected usize"}}));
+  EXPECT_EQ(CreateChannelAnswer(caller, {{"buffer_size", "8"}})["error"]["message"],
+            "Failed to deserialize input for engine::channels::create: invalid type: string \"8\", expected "
+            "usize");
+  EXPECT_EQ(CreateChannelAnswer(caller, nullptr)["error"]["message"],
+            "Failed to deserialize input for engine::channels::create: invalid type: null, expected struct "
+            "CreateChannelInput");
+  EXPECT_EQ(eng.ChannelCount(), 5u);
+}
+
+TEST(EngineDoubleTest, ChannelWriterFirstThenReaderGetsEverythingThenClose) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ASSERT_EQ(writer.status(), 101);
+  ASSERT_TRUE(writer.Text("hello"));
+  ASSERT_TRUE(writer.Binary(std::string("\x00\x01\xff\x80", 4)));
+  ASSERT_TRUE(writer.Text("bye"));
+  ASSERT_TRUE(writer.Close());
+  // The writer's Close is answered; what it sent waits for the reader.
+  auto echo = writer.Next();
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->opcode, 8);
+  EXPECT_FALSE(writer.Next());
+
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ASSERT_EQ(reader.status(), 101);
+  auto f1 = reader.Next(), f2 = reader.Next(), f3 = reader.Next();
+  ASSERT_TRUE(f1 && f2 && f3);
+  EXPECT_EQ(f1->opcode, 1);
+  EXPECT_EQ(f1->data, "hello");
+  EXPECT_EQ(f2->opcode, 2);
+  EXPECT_EQ(f2->data, std::string("\x00\x01\xff\x80", 4));
+  EXPECT_EQ(f3->opcode, 1);
+  EXPECT_EQ(f3->data, "bye");
+  EXPECT_TRUE(f1->fin && f2->fin && f3->fin);
+  EXPECT_TRUE(reader.ClosedWithoutCode());
+
+  // Both sides were taken: the channel stays, and asking for it again is
+  // upgraded, then closed.
+  EXPECT_EQ(eng.ChannelCount(), 1u);
+  ChannelClient again(eng.port(), ch.reader_target());
+  ASSERT_EQ(again.status(), 101);
+  EXPECT_TRUE(again.ClosedWithoutCode());
+}
+
+TEST(EngineDoubleTest, ChannelReaderFirstThenWriterStreamsInOrder) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ASSERT_EQ(reader.status(), 101);
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ASSERT_EQ(writer.status(), 101);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(i % 2 ? writer.Binary("b" + std::to_string(i)) : writer.Text("t" + std::to_string(i)));
+  }
+  for (int i = 0; i < 100; ++i) {
+    auto f = reader.Next();
+    ASSERT_TRUE(f) << i;
+    EXPECT_EQ(f->opcode, i % 2 ? 2 : 1) << i;
+    EXPECT_EQ(f->data, (i % 2 ? "b" : "t") + std::to_string(i));
+  }
+  ASSERT_TRUE(writer.Close());
+  EXPECT_TRUE(reader.ClosedWithoutCode());
+}
+
+TEST(EngineDoubleTest, ChannelBinaryRoundTripsExactlyUnderBackpressure) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller, {{"buffer_size", 4}});
+  // 3 MiB in 64 KiB frames through a queue of 4 frames, to a reader with a
+  // small receive buffer attaching after the writer started.
+  constexpr size_t kFrame = 64 * 1024, kFrames = 48;
+  std::string data(kFrame * kFrames, '\0');
+  uint32_t x = 12345;
+  for (auto& c : data) {
+    x = x * 1103515245 + 12345;
+    c = static_cast<char>(x >> 16);
+  }
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ASSERT_EQ(writer.status(), 101);
+  std::atomic<size_t> sent{0};
+  std::optional<ChannelClient::Frame> echo;
+  std::thread w([&] {
+    for (size_t i = 0; i < kFrames; ++i) {
+      if (!writer.Binary(std::string_view(data).substr(i * kFrame, kFrame))) return;
+      ++sent;
+    }
+    if (writer.Close()) echo = writer.Next();
+  });
+  auto end = std::chrono::steady_clock::now() + kWait;
+  while (sent < 8 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+  ChannelClient reader(eng.port(), ch.reader_target(), 16 * 1024);
+  ASSERT_EQ(reader.status(), 101);
+  std::string got;
+  size_t frames = 0;
+  for (;;) {
+    auto f = reader.Next();
+    if (!f || f->opcode == 8) {
+      EXPECT_TRUE(f && f->data.empty());
+      break;
+    }
+    EXPECT_EQ(f->opcode, 2);
+    EXPECT_TRUE(f->fin);
+    EXPECT_EQ(f->data.size(), kFrame);
+    got += f->data;
+    ++frames;
+  }
+  w.join();
+  EXPECT_EQ(sent, kFrames);
+  EXPECT_EQ(frames, kFrames);
+  EXPECT_TRUE(got == data) << "bytes lost or reordered";
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->opcode, 8);
+}
+
+TEST(EngineDoubleTest, ChannelRefusalsAreTheEnginesHttpAnswers) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  const std::string id = ch.writer["channel_id"];
+  const std::string key = ch.writer["access_key"];
+  auto refused = [&](const std::string& raw) { return ChannelClient(eng.port()).Request(raw); };
+
+  // Unknown id or wrong key: 404 before any upgrade.
+  for (const std::string& target : {"/ws/channels/" + id + "?key=wrong&dir=write",
+                                    "/ws/channels/" + NewUuid() + "?key=" + key + "&dir=read"}) {
+    auto r = refused(ChannelClient::Upgrade(target));
+    EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.body, "Channel not found");
+    EXPECT_EQ(r.headers["content-type"], "text/plain; charset=utf-8");
+  }
+  // axum's Query extractor: 400 with serde's error.
+  const std::string base = "/ws/channels/" + id;
+  EXPECT_EQ(refused(ChannelClient::Upgrade(base)).body,
+            "Failed to deserialize query string: missing field `key`");
+  EXPECT_EQ(refused(ChannelClient::Upgrade(base + "?key=" + key)).body,
+            "Failed to deserialize query string: missing field `dir`");
+  auto bad_dir = refused(ChannelClient::Upgrade(base + "?key=" + key + "&dir=sideways"));
+  EXPECT_EQ(bad_dir.status, 400);
+  EXPECT_EQ(
+      bad_dir.body,
+      "Failed to deserialize query string: dir: unknown variant `sideways`, expected `read` or `write`");
+  EXPECT_EQ(refused(ChannelClient::Upgrade(base + "?key=a&key=b&dir=read")).body,
+            "Failed to deserialize query string: duplicate field `key`");
+  // The query is checked before the channel: a bad one is a 400 even for an unknown id.
+  EXPECT_EQ(refused(ChannelClient::Upgrade("/ws/channels/nope?dir=read")).status, 400);
+  // axum's WebSocketUpgrade extractor, then the router.
+  auto plain = refused("GET " + base + "?key=" + key + "&dir=read HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(plain.status, 400);
+  EXPECT_EQ(plain.body, "Connection header did not include 'upgrade'");
+  auto post =
+      refused("POST " + base + "?key=" + key + "&dir=read HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.headers["allow"], "GET,HEAD");
+  EXPECT_EQ(refused(ChannelClient::Upgrade("/ws/channels/")).status, 404);
+
+  // hyper keeps the connection after a refusal: the next request on it is served.
+  ChannelClient c(eng.port());
+  EXPECT_EQ(c.Request(ChannelClient::Upgrade(base + "?key=wrong&dir=read")).status, 404);
+  EXPECT_EQ(c.Request(ChannelClient::Upgrade(ch.reader_target())).status, 101);
+  // The key is the channel's, not a side's: the writer's ref asks for the
+  // read side just as well (taken now: upgraded, then closed).
+  ChannelClient other(eng.port(), ChannelRefs::Target(ch.writer, "read"));
+  EXPECT_EQ(other.status(), 101);
+  EXPECT_TRUE(other.ClosedWithoutCode());
+}
+
+TEST(EngineDoubleTest, ChannelSecondWriterOrReaderIsClosedAtOnce) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ASSERT_EQ(writer.status(), 101);
+  ASSERT_EQ(reader.status(), 101);
+  ChannelClient writer2(eng.port(), ch.writer_target());
+  EXPECT_EQ(writer2.status(), 101);
+  EXPECT_TRUE(writer2.ClosedWithoutCode());
+  ChannelClient reader2(eng.port(), ch.reader_target());
+  EXPECT_EQ(reader2.status(), 101);
+  EXPECT_TRUE(reader2.ClosedWithoutCode());
+  // The first pair is untouched.
+  ASSERT_TRUE(writer.Text("still here"));
+  auto f = reader.Next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->data, "still here");
+}
+
+// ws_handler.rs ends the writer the same way whether it sent Close or just
+// went: the reader gets what was queued, then the same Close.
+TEST(EngineDoubleTest, ChannelReaderCannotTellAWriterThatVanishedFromOneThatClosed) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ASSERT_EQ(reader.status(), 101);
+  ASSERT_EQ(writer.status(), 101);
+  for (const char* s : {"one", "two", "three"}) ASSERT_TRUE(writer.Text(s));
+  writer.Drop();  // no Close frame
+  for (const char* s : {"one", "two", "three"}) {
+    auto f = reader.Next();
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->data, s);
+  }
+  EXPECT_TRUE(reader.ClosedWithoutCode());
+}
+
+// The reader's socket is never read: a reader that leaves is noticed when a
+// send to it fails; then the writer's next send fails and the writer is
+// dropped, without a Close.
+TEST(EngineDoubleTest, ChannelReaderGoneDropsTheWriterOnItsNextSend) {
+  EngineDouble eng;
+  RawClient caller(eng.port());
+  ChannelRefs ch = CreateChannel(caller);
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ASSERT_EQ(reader.status(), 101);
+  ASSERT_EQ(writer.status(), 101);
+  ASSERT_TRUE(writer.Text("first"));
+  auto f = reader.Next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->data, "first");
+  reader.Drop();
+  bool ended = false;
+  for (int i = 0; i < 400 && !ended; ++i) {
+    if (!writer.Text("frame " + std::to_string(i)) || writer.Readable(50ms)) ended = true;
+  }
+  ASSERT_TRUE(ended) << "the writer was never dropped";
+  EXPECT_FALSE(writer.Next()) << "the writer got a frame, not just the end of the connection";
+}
+
+TEST(EngineDoubleTest, ChannelsOutliveTheWorkerThatCreatedThem) {
+  EngineDouble eng;
+  auto creator = std::make_unique<RawClient>(eng.port());
+  ChannelRefs ch = CreateChannel(*creator);
+  const int index = std::stoi(creator->worker_id().substr(std::string("worker-").size()));
+  creator->Drop();
+  auto end = std::chrono::steady_clock::now() + kWait;
+  while (eng.Connected(index) && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(eng.Connected(index));
+  creator.reset();
+  EXPECT_EQ(eng.ChannelCount(), 1u);
+  ChannelClient writer(eng.port(), ch.writer_target());
+  ChannelClient reader(eng.port(), ch.reader_target());
+  ASSERT_EQ(writer.status(), 101);
+  ASSERT_EQ(reader.status(), 101);
+  ASSERT_TRUE(writer.Text("orphan"));
+  auto f = reader.Next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->data, "orphan");
+}
+
+TEST(EngineDoubleTest, ChannelsWithASideNobodyTookAreSweptAfterTheTtl) {
+  EngineDoubleOptions o;
+  o.channel_ttl = 200ms;
+  o.channel_sweep_interval = 20ms;
+  EngineDouble eng(o);
+  RawClient caller(eng.port());
+  // Oldest first: a writer alone, nobody, both sides, a reader alone.
+  ChannelRefs writer_only = CreateChannel(caller);
+  ChannelRefs nobody = CreateChannel(caller);
+  ChannelRefs both = CreateChannel(caller);
+  ChannelRefs reader_only = CreateChannel(caller);
+  ChannelClient lone_writer(eng.port(), writer_only.writer_target());
+  ChannelClient both_writer(eng.port(), both.writer_target());
+  ChannelClient both_reader(eng.port(), both.reader_target());
+  ChannelClient lone_reader(eng.port(), reader_only.reader_target());
+  for (auto* c : {&lone_writer, &both_writer, &both_reader, &lone_reader}) ASSERT_EQ(c->status(), 101);
+
+  // The newest is swept: its writer end goes, so its reader gets Close.
+  EXPECT_TRUE(lone_reader.ClosedWithoutCode());
+  // The older ones went in the same sweep or before: nobody's is gone (404)…
+  EXPECT_EQ(ChannelClient(eng.port(), nobody.reader_target()).status(), 404);
+  // …the lone writer's next send fails and it is dropped, without a Close…
+  lone_writer.Text("anyone?");
+  EXPECT_FALSE(lone_writer.Next());
+  // …and the channel whose both sides were taken stays and still works.
+  EXPECT_EQ(eng.ChannelCount(), 1u);
+  ASSERT_TRUE(both_writer.Text("kept"));
+  auto f = both_reader.Next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->data, "kept");
+}
+
+TEST(EngineDoubleTest, ChannelsOnTheRbacListenerNeedNoAuthAndNoExposeRule) {
+  EngineDouble eng(RbacOptions({}));  // nothing exposed
+  auto auth = AuthWorker(eng, {{"good", json::object()}});
+  RawClient caller(eng.rbac_port(), Bearer("good"));
+  ASSERT_FALSE(caller.worker_id().empty());
+  // The gate is on: a function outside the carve-out is forbidden…
+  std::string inv = NewUuid();
+  caller.Send(Call(inv, "state::get", {{"scope", "s"}, {"key", "k"}}));
+  auto r = caller.WaitResult(inv);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["error"]["code"], "FORBIDDEN");
+  // …engine::channels::create is not.
+  ChannelRefs ch = CreateChannel(caller);
+  ASSERT_TRUE(ch.writer.is_object());
+  const size_t auth_calls = auth->Count("invokefunction");
+
+  // The channel endpoint on the RBAC listener, with no credential at all.
+  ChannelClient writer(eng.rbac_port(), ch.writer_target());
+  ChannelClient reader(eng.rbac_port(), ch.reader_target());
+  ASSERT_EQ(writer.status(), 101);
+  ASSERT_EQ(reader.status(), 101);
+  ASSERT_TRUE(writer.Binary("through rbac"));
+  ASSERT_TRUE(writer.Close());
+  auto f = reader.Next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->opcode, 2);
+  EXPECT_EQ(f->data, "through rbac");
+  EXPECT_TRUE(reader.ClosedWithoutCode());
+  EXPECT_EQ(auth->Count("invokefunction"), auth_calls)
+      << "the auth function was asked about a channel socket";
+  // A wrong key there is the same 404.
+  const std::string wrong = "/ws/channels/" + ch.reader["channel_id"].get<std::string>() +
+                            "?key=" + ch.reader["access_key"].get<std::string>() + "x&dir=read";
+  EXPECT_EQ(ChannelClient(eng.rbac_port(), wrong).status(), 404);
+}
+
+TEST(EngineDoubleTest, ChannelsOverWss) {
+  TempDir dir;
+  TestCa ca = MakeTestCa(dir.path());
+  EngineDoubleOptions o;
+  o.tls_cert_file = ca.server_cert_file;
+  o.tls_key_file = ca.server_key_file;
+  EngineDouble eng(o);
+  auto trust = Trusting(ca.ca_cert_file);
+  RawClient caller(eng.port(), ClientOptions{"/", {}, trust.get()});
+  ChannelRefs ch = CreateChannel(caller);
+
+  using TlsWs = beast::websocket::stream<beast::ssl_stream<beast::tcp_stream>>;
+  net::io_context ioc;
+  auto open = [&](const std::string& target) {
+    auto ws = std::make_unique<TlsWs>(ioc, *trust);
+    beast::get_lowest_layer(*ws).connect({net::ip::make_address("127.0.0.1"), eng.port()});
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ws->next_layer().native_handle()), "127.0.0.1");
+    ws->next_layer().set_verify_mode(net::ssl::verify_peer);
+    ws->next_layer().handshake(net::ssl::stream_base::client);
+    ws->handshake("127.0.0.1", target);
+    return ws;
+  };
+  auto writer = open(ch.writer_target());
+  auto reader = open(ch.reader_target());
+  writer->binary(true);
+  writer->write(net::buffer(std::string("over tls")));
+  writer->close(beast::websocket::close_code::normal);
+  beast::flat_buffer buf;
+  reader->read(buf);
+  EXPECT_TRUE(reader->got_binary());
+  EXPECT_EQ(beast::buffers_to_string(buf.data()), "over tls");
+  buf.consume(buf.size());
+  beast::error_code ec;
+  reader->read(buf, ec);
+  EXPECT_TRUE(ec) << "the reader's socket stayed open after the writer closed";
 }
 
 // The RBAC rules themselves (engine_double/rbac.h), on the cases the

@@ -4,7 +4,8 @@
 // for a worker (engine/src/worker_connections/mod.rs WorkerConnection and the
 // namespace resolution state of engine/src/engine/mod.rs). What a frame means
 // is decided by the double (engine_double.h); everything here runs on the
-// double's event loop.
+// double's event loop. A request for the channel endpoint is answered or
+// upgraded here and its socket handed over to the channel store (channels.h).
 #pragma once
 
 // Boost.Asio's headers use std::exchange without including <utility>.
@@ -23,8 +24,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
+
+#include "channels.h"
 
 namespace skiff::e2e::engine_double {
 
@@ -84,6 +88,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::steady_timer grace;  // mod.rs begin_namespace_resolution
   const int index;                  // 0, 1, … in accept order
   bool otel = false;                // a telemetry connection, not a worker
+  // The channel store (null: no channel endpoint), and whether the request
+  // went to the channel endpoint (workers/worker/mod.rs route
+  // "/ws/channels/{channel_id}"): then it is never a worker, on any listener
+  // (no authentication either: the access key is the credential).
+  std::shared_ptr<ChannelStore> channels;
+  bool channel = false;
   std::string worker_id, reattach_token, ip_address;
   uint64_t connected_at_ms = 0;
   // The `rbac` block of the listener it came on (null: none), and the session
@@ -155,9 +165,10 @@ class WsConnection final : public Connection {
   }
 
   void Abort() override {
+    grace.cancel();
+    if (handed_off_) return;  // the channel store owns the socket now
     boost::beast::error_code ec;
     boost::beast::get_lowest_layer(ws_).socket().close(ec);
-    grace.cancel();
   }
 
  private:
@@ -172,15 +183,42 @@ class WsConnection final : public Connection {
   // second WebSocket on /otel for telemetry only, which the engine serves
   // apart (workers/worker/mod.rs route "/otel" → mod.rs handle_otel) and never
   // counts as a worker; the headers go to the auth function.
+  // A request for the channel endpoint goes to ServeChannel instead.
   void ReadUpgrade() {
     auto self = Self();
+    req_ = {};
     boost::beast::http::async_read(ws_.next_layer(), in_, req_, [self](boost::beast::error_code ec, size_t) {
       if (ec) return self->Abort();
-      self->otel = self->req_.target().starts_with("/otel");
+      std::string_view target(self->req_.target().data(), self->req_.target().size());
+      self->channel = self->channels && ChannelStore::IsChannelTarget(target);
+      if (self->channel) return self->ServeChannel();
+      self->otel = target.starts_with("/otel");
       self->ws_.async_accept(self->req_, [self](boost::beast::error_code ec) {
         if (ec) return self->Abort();
         self->Opened();
       });
+    });
+  }
+
+  // The channel endpoint (workers/worker/ws_handler.rs channel_ws_upgrade):
+  // a refusal is a plain HTTP response, after which hyper keeps the
+  // connection for a next request when the request allows it; otherwise the
+  // upgrade, then the socket is the channel store's.
+  void ServeChannel() {
+    auto self = Self();
+    auto r = std::make_shared<ChannelRequest>(channels->Check(req_));
+    if (r->refusal) {
+      boost::beast::http::async_write(ws_.next_layer(), *r->refusal,
+                                      [self, r](boost::beast::error_code ec, size_t) {
+                                        if (ec || !r->refusal->keep_alive()) return self->Abort();
+                                        self->ReadUpgrade();
+                                      });
+      return;
+    }
+    ws_.async_accept(req_, [self, r](boost::beast::error_code ec) {
+      if (ec) return self->Abort();
+      self->handed_off_ = true;
+      self->channels->Serve(std::move(self->ws_), *r);
     });
   }
 
@@ -222,6 +260,7 @@ class WsConnection final : public Connection {
 
   boost::beast::websocket::stream<NextLayer> ws_;
   boost::beast::flat_buffer in_;
+  bool handed_off_ = false;  // ws_ was moved to the channel store
 };
 
 }  // namespace skiff::e2e::engine_double
