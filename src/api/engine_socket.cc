@@ -33,6 +33,20 @@ struct EngineSocket::Impl : std::enable_shared_from_this<Impl> {
   const EngineLinkOptions& options;
   size_t max_message;
   std::variant<std::unique_ptr<Plain>, std::unique_ptr<Tls>> ws;
+  websocket::response_type upgrade_response;
+  // The peer's close frame came (a read that ends after it is a clean end,
+  // even when the TLS teardown that follows is cut short).
+  bool close_received = false;
+  std::function<void()> on_control;
+
+  // Every control frame passes here: it records a close, then tells the owner.
+  template <class Stream>
+  void WatchControlFrames(Stream& s) {
+    s.control_callback([this](websocket::frame_type kind, beast::string_view) {
+      if (kind == websocket::frame_type::close) close_received = true;
+      if (on_control) on_control();
+    });
+  }
 
   template <class F>
   void Visit(F&& f) {
@@ -74,7 +88,7 @@ struct EngineSocket::Impl : std::enable_shared_from_this<Impl> {
   }
 
   template <class Stream>
-  void Upgrade(Stream& s, Done done) {
+  void Upgrade(Stream& s, const std::string& target, Done done) {
     beast::get_lowest_layer(s).expires_never();
     auto opt = websocket::stream_base::timeout::suggested(beast::role_type::client);
     opt.handshake_timeout = kStepTimeout;
@@ -85,7 +99,7 @@ struct EngineSocket::Impl : std::enable_shared_from_this<Impl> {
       req.set(beast::http::field::user_agent, std::string("skiff/") + SkiffVersion());
       if (!token.empty()) req.set(beast::http::field::authorization, "Bearer " + token);
     }));
-    s.async_handshake(HostHeader(), options.parsed.path,
+    s.async_handshake(upgrade_response, HostHeader(), target.empty() ? options.parsed.path : target,
                       [keep = shared_from_this(), done = std::move(done)](beast::error_code ec) {
                         done(ec ? "WebSocket upgrade: " + ec.message() : "");
                       });
@@ -98,14 +112,16 @@ EngineSocket::EngineSocket(net::io_context& ioc, const EngineLinkOptions& option
     impl_->ws = std::make_unique<Tls>(ioc, *options.tls);
   else
     impl_->ws = std::make_unique<Plain>(ioc);
+  impl_->Visit([this](auto& s) { impl_->WatchControlFrames(s); });
 }
 
 EngineSocket::~EngineSocket() = default;
 
-void EngineSocket::AsyncOpen(const tcp::resolver::results_type& endpoints, Done done) {
+void EngineSocket::AsyncOpen(const tcp::resolver::results_type& endpoints, Done done, std::string target) {
   std::shared_ptr<Impl> impl = impl_;
   impl->Visit([&](auto& s) { beast::get_lowest_layer(s).expires_after(kStepTimeout); });
-  auto connected = [impl, done = std::move(done)](beast::error_code ec, const tcp::endpoint&) mutable {
+  auto connected = [impl, done = std::move(done), target = std::move(target)](beast::error_code ec,
+                                                                              const tcp::endpoint&) mutable {
     if (ec) return done("connect: " + ec.message());
     // Calls are small frames each waiting for an answer: Nagle's delay
     // would hold every one behind the peer's delayed ACK (~40 ms).
@@ -114,23 +130,23 @@ void EngineSocket::AsyncOpen(const tcp::resolver::results_type& endpoints, Done 
       beast::get_lowest_layer(s).socket().set_option(tcp::no_delay(true), ignored);
     });
     if (auto* plain = std::get_if<std::unique_ptr<Plain>>(&impl->ws))
-      return impl->Upgrade(**plain, std::move(done));
+      return impl->Upgrade(**plain, target, std::move(done));
     Tls& s = *std::get<std::unique_ptr<Tls>>(impl->ws);
     if (auto why = impl->PrepareTls(s); !why.empty()) return done(why);
     s.next_layer().async_handshake(ssl::stream_base::client,
-                                   [impl, &s, done = std::move(done)](beast::error_code ec) mutable {
+                                   [impl, &s, done = std::move(done), target](beast::error_code ec) mutable {
                                      if (ec)
                                        return done("TLS handshake: " + ec.message() + impl->VerifyFailure());
-                                     impl->Upgrade(s, std::move(done));
+                                     impl->Upgrade(s, target, std::move(done));
                                    });
   };
   impl->Visit([&](auto& s) { beast::get_lowest_layer(s).async_connect(endpoints, std::move(connected)); });
 }
 
-void EngineSocket::AsyncWrite(const std::string& text, Io done) {
+void EngineSocket::AsyncWrite(const std::string& data, Io done, bool binary) {
   impl_->Visit([&](auto& s) {
-    s.text(true);
-    s.async_write(net::buffer(text), [keep = impl_, done = std::move(done)](beast::error_code ec, size_t n) {
+    s.binary(binary);
+    s.async_write(net::buffer(data), [keep = impl_, done = std::move(done)](beast::error_code ec, size_t n) {
       done(ec ? ec.message() : "", n);
     });
   });
@@ -139,8 +155,24 @@ void EngineSocket::AsyncWrite(const std::string& text, Io done) {
 void EngineSocket::AsyncRead(beast::flat_buffer& buffer, Io done) {
   impl_->Visit([&](auto& s) {
     s.async_read(buffer, [keep = impl_, done = std::move(done)](beast::error_code ec, size_t n) {
+      if (ec == websocket::error::closed || (ec && keep->close_received)) return done("closed", n);
       done(ec ? ec.message() : "", n);
     });
+  });
+}
+
+unsigned EngineSocket::upgrade_status() const { return impl_->upgrade_response.result_int(); }
+
+bool EngineSocket::got_binary() const {
+  bool b = false;
+  impl_->Visit([&](auto& s) { b = s.got_binary(); });
+  return b;
+}
+
+void EngineSocket::AsyncClose(Done done) {
+  impl_->Visit([&](auto& s) {
+    s.async_close(websocket::close_code::normal, [keep = impl_, done = std::move(done)](
+                                                     beast::error_code ec) { done(ec ? ec.message() : ""); });
   });
 }
 
@@ -148,10 +180,7 @@ void EngineSocket::AsyncPing() {
   impl_->Visit([this](auto& s) { s.async_ping({}, [keep = impl_](beast::error_code) {}); });
 }
 
-void EngineSocket::OnControlFrame(std::function<void()> seen) {
-  impl_->Visit(
-      [&](auto& s) { s.control_callback([seen](websocket::frame_type, beast::string_view) { seen(); }); });
-}
+void EngineSocket::OnControlFrame(std::function<void()> seen) { impl_->on_control = std::move(seen); }
 
 void EngineSocket::Close() {
   impl_->Visit([](auto& s) {

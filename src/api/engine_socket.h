@@ -28,11 +28,23 @@ class EngineSocket {
   // TCP connect, TLS handshake with verification (wss://), WebSocket
   // upgrade with the credential; each step bounded by 10 s. The error
   // names the step and, for TLS, why the certificate was not trusted.
-  void AsyncOpen(const boost::asio::ip::tcp::resolver::results_type& endpoints, Done done);
-  // One text message; one write at a time.
-  void AsyncWrite(const std::string& text, Io done);
-  // One whole message into `buffer`; one read at a time.
+  // `target`: the path and query to upgrade on; "" = the URL's own path
+  // (the worker link). Data channels use /ws/channels/{id}?… on the same
+  // engine (engine_channel_socket.h).
+  void AsyncOpen(const boost::asio::ip::tcp::resolver::results_type& endpoints, Done done,
+                 std::string target = {});
+  // One message, text unless `binary`; one write at a time.
+  void AsyncWrite(const std::string& data, Io done, bool binary = false);
+  // One whole message into `buffer`; one read at a time. A close frame from
+  // the peer ends the read with the error "closed".
   void AsyncRead(boost::beast::flat_buffer& buffer, Io done);
+  // Whether the message the last read returned was binary.
+  bool got_binary() const;
+  // The HTTP status of the server's answer to the upgrade (101 when it was
+  // accepted); meaningful once AsyncOpen has failed or succeeded.
+  unsigned upgrade_status() const;
+  // Sends a normal close frame (and waits for the peer's).
+  void AsyncClose(Done done);
   void AsyncPing();
   // Called for every ping/pong/close frame received.
   void OnControlFrame(std::function<void()> seen);

@@ -222,10 +222,8 @@ void Server::Run() {
     WorkerHooks hooks;
     hooks.iii_namespace = s.config.iii_namespace.value_or("");
     hooks.call = [&s](const std::string& id, const json& payload) {
-      // Channel references live on the engine in worker mode; skiffd does
-      // not broker them itself (fs::read answers without `content`
-      // streaming, streamed fs::write is refused).
-      return s.Call(id, payload, nullptr, s.EngineService());
+      // Channel references live on the engine in worker mode.
+      return s.Call(id, payload, s.engine_channels.get(), s.EngineService());
     };
     hooks.error_body = [&s](const Error& e) { return s.ErrorBody(e); };
     hooks.dispatch = [&s](const std::string& id, const json& payload, std::function<void()> f,
@@ -236,6 +234,12 @@ void Server::Run() {
       if (s.on_rejected) s.on_rejected();
     };
     s.worker = std::make_unique<WorkerLink>(s.ioc, *s.engine_link, std::move(hooks));
+    s.engine_channels = std::make_unique<EngineChannels>(
+        *s.engine_link,
+        [&s](const json& data, std::chrono::milliseconds deadline) {
+          return s.worker->CallAndWait("engine::channels::create", "", data, deadline);
+        },
+        [&s](std::function<void()> f) { s.Blocking(std::move(f)); });
     s.worker->Start();
   }
   // A handler that throws unwinds out of run(); the loop carries on with

@@ -19,6 +19,7 @@
 
 #include "api/call_lane.h"
 #include "api/channels.h"
+#include "api/engine_channels.h"
 #include "api/http_util.h"
 #include "api/metrics.h"
 #include "api/metrics_text.h"
@@ -156,7 +157,8 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::optional<EngineLinkOptions> engine_link;  // worker mode (engine_url set), checked at Create
   std::unique_ptr<WorkerLink> worker;
-  std::function<void()> on_rejected;  // worker registration rejected
+  std::unique_ptr<EngineChannels> engine_channels;  // worker mode's data channels, on the engine
+  std::function<void()> on_rejected;                // worker registration rejected
   // The bearer tokens callers may present (Config::Keys; empty: no auth)
   // and, with tenancy on, each key's view of the sandboxes, by key name,
   // plus worker mode's (kEngineTenant). docs/configuration.md#tenants.

@@ -241,15 +241,20 @@ These are the implementation's decisions where the agreed contract leaves room o
 deliberately differs from it:
 
 1. **fs::read without a data-channel transport.** When skiff runs embedded (no HTTP/WebSocket
-   server, so no data channels), or in worker mode (where channels live on the engine and skiffd
-   does not create them there yet), `sandbox::fs::read` returns `body`, `size`, `mode` and
-   `mtime` and omits `content`. Reason: a channel reference nobody can attach to would be a lie.
-   A server-mode daemon provides channels, so there `content` is always present. In worker mode
-   files of 1 MiB or more, or not UTF-8, are read through HTTP `GET /v1/sandboxes/{id}/files`.
+   server, so no data channels), `sandbox::fs::read` returns `body`, `size`, `mode` and `mtime`
+   and omits `content`. Reason: a channel reference nobody can attach to would be a lie. A
+   server-mode daemon provides channels, and in worker mode they are the engine's (made with
+   `engine::channels::create` and written over the engine's `/ws/channels/{id}`), so there
+   `content` is always present. In worker mode the engine relays a writer that vanished as a
+   normal end of stream (its `ws_handler.rs` drops both alike), so a streamed fs::write whose
+   writer broke off writes the bytes that came; and a large file's bytes are read from the
+   sandbox as soon as the reference is made (the engine queues 64 messages, then skiffd waits up
+   to 5 minutes for a reader), not when a reader attaches. At most 32 channels are being written
+   by one daemon at once; beyond that fs::read answers S400.
 2. **Channel features without a transport** (`content` as a channel reference in fs::write,
-   `engine::channels::create`), embedded or in worker mode, answer S001
-   `… not available on this transport`. Reason: the request cannot be served in that context,
-   and nothing has been touched.
+   `engine::channels::create`), embedded, answer S001 `… not available on this transport`; in
+   worker mode `engine::channels::create` is the engine's own function. Reason: the request
+   cannot be served in that context, and nothing has been touched.
 3. **engine::functions::info errors** are sent as `{"code":"INVALID_ARGUMENTS"|"NOT_FOUND",
    "message":…}` (HTTP status 400 / 404). A `namespace` other than absent or `"default"` is
    `INVALID_ARGUMENTS`. `engine::functions::list` rejects mistyped filters with S001.

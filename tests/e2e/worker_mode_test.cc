@@ -14,8 +14,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
+#include "channel_client.h"
 #include "daemon_harness.h"
 #include "engine_double.h"
 #include "test_ca.h"
@@ -406,6 +408,95 @@ TEST(WorkerModeTest, AFleetHostRegistersInItsNamespaceAndAnswersTheRouter) {
   json st2 = answer("s-2", "skiff::host::status", json::object());
   EXPECT_EQ(st2["result"]["sandboxes"], 1);
   EXPECT_EQ(st2["result"]["boot_id"], st["boot_id"]);
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+// In worker mode data channels live on the engine (docs/api.md, differences
+// 1 and 2): a 3 MiB binary file goes in through a channel a caller made on
+// the engine and comes back out through one skiffd made there, byte for
+// byte; a small file's `content` carries its body; a reference with a wrong
+// key is S001 and writes nothing.
+TEST(WorkerModeTest, FileBytesStreamThroughTheEnginesChannels) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble eng;
+  Daemon d(kConfig, {"--engine", eng.url()});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_FALSE(Registration(eng, 0).empty()) << d.Log();
+  auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
+    eng.Invoke(inv, fn, data);
+    auto r = eng.WaitResult(inv);
+    EXPECT_TRUE(r) << fn << "\n" << d.Log();
+    return r ? *r : json();
+  };
+  json c = answer("c-1", "sandbox::create", {{"image", "host"}});
+  ASSERT_TRUE(c.contains("result")) << c.dump();
+  const std::string sid = c["result"]["sandbox_id"];
+
+  std::string bytes(size_t{3} << 20, '\0');
+  std::mt19937 rng(42);
+  for (auto& b : bytes) b = static_cast<char>(rng());
+  auto create_channel = [&](const json& data) {
+    json r = eng.CreateChannel(data);  // as a caller of the engine's own would
+    EXPECT_TRUE(r.contains("writer")) << r.dump();
+    return ChannelRefs{r["writer"], r["reader"]};
+  };
+  ChannelRefs up = create_channel({{"buffer_size", 8}});
+  eng.Invoke("w-1", "sandbox::fs::write",
+             {{"sandbox_id", sid}, {"path", "/tmp/big.bin"}, {"content", up.reader}});
+  ChannelClient writer(eng.port(), up.writer_target());
+  ASSERT_EQ(writer.status(), 101);
+  for (size_t off = 0; off < bytes.size(); off += 65536)
+    ASSERT_TRUE(writer.Binary(std::string_view(bytes).substr(off, 65536)));
+  ASSERT_TRUE(writer.Close());
+  auto wrote = eng.WaitResult("w-1");
+  ASSERT_TRUE(wrote && wrote->contains("result")) << (wrote ? wrote->dump() : d.Log());
+  EXPECT_EQ((*wrote)["result"]["bytes_written"], bytes.size());
+
+  json rd = answer("r-1", "sandbox::fs::read", {{"sandbox_id", sid}, {"path", "/tmp/big.bin"}});
+  ASSERT_TRUE(rd.contains("result")) << rd.dump();
+  EXPECT_FALSE(rd["result"].contains("body"));
+  EXPECT_EQ(rd["result"]["size"], bytes.size());
+  const json& ref = rd["result"]["content"];
+  ASSERT_TRUE(ref.is_object()) << rd.dump();
+  EXPECT_EQ(ref["direction"], "read");
+  auto read_all = [&](const json& r, std::string* out) {
+    ChannelClient reader(eng.port(), ChannelRefs::Target(r));
+    ASSERT_EQ(reader.status(), 101);
+    while (auto f = reader.Next()) {
+      if (f->opcode == 8) return;
+      ASSERT_EQ(f->opcode, 2) << f->data;
+      out->append(f->data);
+    }
+    ADD_FAILURE() << "the channel did not end with a close";
+  };
+  std::string back;
+  read_all(ref, &back);
+  EXPECT_EQ(back.size(), bytes.size());
+  EXPECT_TRUE(back == bytes) << "the bytes read back differ";
+
+  json ws = answer("w-2", "sandbox::fs::write",
+                   {{"sandbox_id", sid}, {"path", "/tmp/s.txt"}, {"content", "hello engine"}});
+  ASSERT_TRUE(ws.contains("result")) << ws.dump();
+  json small = answer("r-2", "sandbox::fs::read", {{"sandbox_id", sid}, {"path", "/tmp/s.txt"}});
+  EXPECT_EQ(small["result"]["body"], "hello engine") << small.dump();
+  std::string small_back;
+  read_all(small["result"]["content"], &small_back);
+  EXPECT_EQ(small_back, "hello engine");
+
+  ChannelRefs other = create_channel(json::object());
+  json forged = other.reader;
+  forged["access_key"] = "not-the-key";
+  json bad = answer("w-3", "sandbox::fs::write",
+                    {{"sandbox_id", sid}, {"path", "/tmp/forged"}, {"content", forged}});
+  ASSERT_TRUE(bad.contains("error")) << bad.dump();
+  EXPECT_EQ(InnerError(bad["error"])["code"], "S001") << bad.dump();
+  EXPECT_THAT(InnerError(bad["error"])["message"].get<std::string>(),
+              HasSubstr("unknown channel or wrong access key"));
+  json gone = answer("s-1", "sandbox::fs::stat", {{"sandbox_id", sid}, {"path", "/tmp/forged"}});
+  EXPECT_EQ(InnerError(gone["error"])["code"], "S211") << gone.dump();
+
+  json stopped = answer("x-1", "sandbox::stop", {{"sandbox_id", sid}, {"wait", true}});
+  EXPECT_TRUE(stopped.contains("result")) << stopped.dump();
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
 

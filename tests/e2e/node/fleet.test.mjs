@@ -15,6 +15,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { connectCaller, sError } from './iii_caller.mjs'
+import { createChannel } from 'iii-sdk/helpers'
+import { ChannelReader } from 'iii-sdk/channel'
+import { randomBytes, createHash } from 'node:crypto'
 
 const SKIFF = process.env.SKIFF_BIN
 const DOUBLE = process.env.ENGINE_DOUBLE
@@ -139,6 +142,36 @@ test('creates spread over the hosts and every call reaches its sandbox\'s host',
   assert.equal((await call('sandbox::list', {})).sandboxes.length, 0)
   const gone = await sError(call('sandbox::exec', { sandbox_id: made[0].sandbox_id, cmd: 'true' }))
   assert.equal(gone.code, 'S002')
+})
+
+// docs/multihost.md#limits: data channels are the engine's. A file goes
+// caller → engine → host through a channel the caller made, and back through
+// one the host made, the router passing only the references.
+test('files stream through the engine\'s channels to and from a routed sandbox', async () => {
+  const m = await call('sandbox::create', { image: 'host' })
+  try {
+    const data = randomBytes(8 << 20)
+    const ch = await createChannel(iii)
+    const pending = call('sandbox::fs::write', { sandbox_id: m.sandbox_id, path: '/tmp/big.bin', content: ch.readerRef })
+    for (let off = 0; off < data.length; off += 65536) {
+      if (!ch.writer.stream.write(data.subarray(off, off + 65536))) {
+        await new Promise(resolve => ch.writer.stream.once('drain', resolve))
+      }
+    }
+    ch.writer.stream.end()
+    assert.equal((await pending).bytes_written, data.length)
+    const r = await call('sandbox::fs::read', { sandbox_id: m.sandbox_id, path: '/tmp/big.bin' })
+    assert.equal(r.size, data.length)
+    assert.equal(r.body, undefined)
+    const back = await new ChannelReader(engineUrl, r.content).readAll()
+    assert.equal(createHash('sha256').update(back).digest('hex'), createHash('sha256').update(data).digest('hex'))
+    await call('sandbox::fs::write', { sandbox_id: m.sandbox_id, path: '/tmp/s.txt', content: 'routed bytes' })
+    const s = await call('sandbox::fs::read', { sandbox_id: m.sandbox_id, path: '/tmp/s.txt' })
+    assert.equal(s.body, 'routed bytes')
+    assert.equal((await new ChannelReader(engineUrl, s.content).readAll()).toString(), 'routed bytes')
+  } finally {
+    await call('sandbox::stop', { sandbox_id: m.sandbox_id, wait: true })
+  }
 })
 
 test('a full fleet answers S400; one free slot anywhere is found', async () => {
