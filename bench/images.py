@@ -20,6 +20,8 @@ Everything runs in temporary stores; the default store is only read.
 import argparse, hashlib, io, json, os, re, shutil, socket, statistics, subprocess, sys
 import tarfile, tempfile, time
 
+from ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("SKIFF_BUILD_DIR", os.path.join(ROOT, "build", "release"))
 SKIFF = os.path.join(BUILD, "cmd", "skiff", "skiff")
@@ -33,14 +35,6 @@ def mib(n):
 def du_bytes(path):
     out = subprocess.run(["du", "-s", "--block-size=1", path], stdout=subprocess.PIPE, text=True)
     return int(out.stdout.split()[0]) if out.returncode == 0 else 0
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, seconds=20):

@@ -6,14 +6,14 @@ of the same bytes between two tmpfs directories (snapshot), and a cold
 create of the same image (create from a snapshot, fork, wake)."""
 import http.client, json, os, shutil, signal, statistics, subprocess, tempfile, time
 
-from processes import _free_port
+from ports import free_port
 
 DATA_MIB = 16  # written into each sandbox before it is saved
 
 
 class _Daemon:
     def __init__(self, build, isolation, tmp):
-        self.port = _free_port()
+        self.port = free_port()
         cfg = os.path.join(tmp, f"{isolation}.yaml")
         with open(cfg, "w") as f:
             f.write(f"image_allowlist: [base]\nisolation: {isolation}\n"
