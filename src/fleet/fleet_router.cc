@@ -314,9 +314,9 @@ Invocation FleetRouter::Create(const json& payload) {
   if (from_snapshot) {
     order = hosts_.HealthyNamespaces();  // a snapshot lives on one host: find it by trying
   } else {
-    order = RankHosts(hosts_.Healthy(), isolation);
-    // Full as last seen: S400 is answered only from the hosts' answers of now.
-    if (order.empty()) order = FullHosts(hosts_.Healthy(), isolation);
+    // Hosts full as last seen come last: S400 is answered only from the
+    // hosts' answers of now.
+    order = PlacementOrder(hosts_.Healthy(), isolation);
   }
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
@@ -363,8 +363,7 @@ Invocation FleetRouter::Run(const json& payload) {
   std::string isolation;
   if (auto it = payload.find("isolation"); it != payload.end() && it->is_string())
     isolation = it->get<std::string>();
-  std::vector<std::string> order = RankHosts(hosts_.Healthy(), isolation);
-  if (order.empty()) order = FullHosts(hosts_.Healthy(), isolation);
+  std::vector<std::string> order = PlacementOrder(hosts_.Healthy(), isolation);
   if (order.empty()) {
     if (hosts_.HealthyNamespaces().empty()) return Fail(NoHosts());
     return Fail(NoRoom(isolation));

@@ -46,4 +46,11 @@ std::vector<std::string> FullHosts(const std::vector<HostView>& hosts, const std
   return out;
 }
 
+std::vector<std::string> PlacementOrder(const std::vector<HostView>& hosts, const std::string& isolation) {
+  std::vector<std::string> out = RankHosts(hosts, isolation);
+  std::vector<std::string> full = FullHosts(hosts, isolation);
+  out.insert(out.end(), full.begin(), full.end());
+  return out;
+}
+
 }  // namespace skiff::fleet

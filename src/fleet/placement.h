@@ -33,4 +33,8 @@ std::vector<std::string> RankHosts(const std::vector<HostView>& hosts, const std
 // their own S400 answers make the refusal.
 std::vector<std::string> FullHosts(const std::vector<HostView>& hosts, const std::string& isolation);
 
+// Every host a create may try, in the order it tries them: RankHosts, then
+// FullHosts. A create is refused only when each of them said S400 just now.
+std::vector<std::string> PlacementOrder(const std::vector<HostView>& hosts, const std::string& isolation);
+
 }  // namespace skiff::fleet

@@ -42,6 +42,18 @@ TEST(PlacementTest, FullHostsAreThoseThatLookedFull) {
   EXPECT_TRUE(FullHosts({Host("skiff.room", 4, 1)}, "").empty());
 }
 
+// A create tries the roomy hosts first and those that looked full last,
+// so a stale view never refuses a create that some host has room for.
+TEST(PlacementTest, PlacementOrderAsksTheFullLookingHostsLast) {
+  std::vector<HostView> hosts = {Host("skiff.full", 4, 4), Host("skiff.busy", 4, 3), Host("skiff.idle", 4, 0),
+                                 Host("skiff.vm", 4, 4, 0, {"microvm"})};
+  EXPECT_EQ(PlacementOrder(hosts, "jail"),
+            (std::vector<std::string>{"skiff.idle", "skiff.busy", "skiff.full"}));
+  EXPECT_EQ(PlacementOrder(hosts, ""),
+            (std::vector<std::string>{"skiff.idle", "skiff.busy", "skiff.full", "skiff.vm"}));
+  EXPECT_TRUE(PlacementOrder(hosts, "gvisor").empty());
+}
+
 TEST(PlacementTest, TiesGoToAWarmPoolThenByName) {
   HostView a = Host("skiff.a", 4, 0), b = Host("skiff.b", 4, 0);
   b.pooled_ready = 1;
