@@ -1,5 +1,6 @@
 #include "api/engine_channels.h"
 
+#include <chrono>
 #include <utility>
 
 #include "api/engine_channel_socket.h"
@@ -21,6 +22,8 @@ constexpr int kEngineChannelBuffer = 64;
 constexpr milliseconds kEngineStep{10000};
 // A writer whose bytes nobody takes gives up after the attach deadline.
 constexpr milliseconds kWriteWait = std::chrono::duration_cast<milliseconds>(kChannelAttachDeadline);
+// How often a quiet writer shows the engine it is there (see the sink).
+constexpr milliseconds kQuietProbe{5000};
 
 struct Ref {
   std::string channel_id, access_key;
@@ -83,13 +86,26 @@ Result<json> EngineChannels::CreateReadChannel(Producer producer) {
   // messages; a small file fits and is done at once).
   std::shared_ptr<EngineChannelSocket> ws(std::move(socket));
   run_blocking_([ws, slot, producer = std::move(producer)]() {
-    ByteSink sink = [&ws](std::string_view bytes) -> bool {
-      if (bytes.empty()) return ws->Alive();  // a liveness probe (function_def.h)
+    auto last_sent = std::chrono::steady_clock::now();
+    ByteSink sink = [&ws, &last_sent](std::string_view bytes) -> bool {
+      if (bytes.empty()) {
+        // A liveness probe (function_def.h). The engine finds out that a
+        // channel's reader is gone (it left, or the engine swept a channel
+        // nobody attached to) only when it next passes a frame on, so a quiet
+        // writer (a followed process with nothing to say) sends an empty
+        // binary frame now and then: no bytes for a reader, and the engine
+        // drops the writer once nobody reads.
+        if (!ws->Alive()) return false;
+        if (std::chrono::steady_clock::now() - last_sent < kQuietProbe) return true;
+        last_sent = std::chrono::steady_clock::now();
+        return ws->Write(std::string(), kWriteWait).ok();
+      }
       while (!bytes.empty()) {
         size_t n = std::min(bytes.size(), kChannelChunk);
         if (!ws->Write(std::string(bytes.substr(0, n)), kWriteWait).ok()) return false;
         bytes.remove_prefix(n);
       }
+      last_sent = std::chrono::steady_clock::now();
       return true;
     };
     Status st = producer(sink);

@@ -250,7 +250,11 @@ deliberately differs from it:
    writer broke off writes the bytes that came; and a large file's bytes are read from the
    sandbox as soon as the reference is made (the engine queues 64 messages, then skiffd waits up
    to 5 minutes for a reader), not when a reader attaches. At most 32 channels are being written
-   by one daemon at once; beyond that fs::read answers S400.
+   by one daemon at once; beyond that fs::read answers S400. The engine notices that a channel's
+   reader is gone (it left, or the engine swept a channel nobody attached to after its 5-minute
+   TTL) only when it passes the writer's next frame on, so a followed process with nothing to say
+   sends an empty binary frame every 5 s: no bytes for a reader (the iii SDK's reader and skiff's
+   skip it), and the stream ends, freeing its slot, once the engine drops it.
 2. **Channel features without a transport** (`content` as a channel reference in fs::write,
    `engine::channels::create`), embedded, answer S001 `… not available on this transport`; in
    worker mode `engine::channels::create` is the engine's own function. Reason: the request

@@ -91,6 +91,15 @@ std::vector<json> Registration(EngineDouble& eng, int conn) {
   return {};
 }
 
+// The engine invokes `fn` on the daemon's worker; its invocationresult
+// (null, and a failure, when none came).
+json Answer(EngineDouble& eng, Daemon& d, const std::string& inv, const std::string& fn, const json& data) {
+  eng.Invoke(inv, fn, data);
+  auto r = eng.WaitResult(inv);
+  EXPECT_TRUE(r) << fn << "\n" << d.Log();
+  return r ? *r : json();
+}
+
 json InnerError(const json& error) {
   std::string msg = error.value("message", "");
   auto brace = msg.find('{');
@@ -301,12 +310,9 @@ TEST(WorkerModeTest, EngineCallsAreTheirOwnTenant) {
   const std::string unknown = "00000000-0000-4000-8000-000000000000";
 
   auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
-    eng.Invoke(inv, fn, data);
-    auto r = eng.WaitResult(inv);
-    EXPECT_TRUE(r) << fn << "\n" << d.Log();
-    if (!r) return json();
-    r->erase("invocation_id");
-    return *r;
+    json r = Answer(eng, d, inv, fn, data);
+    if (r.is_object()) r.erase("invocation_id");
+    return r;
   };
   json listed = answer("l-1", "sandbox::list", json::object());
   EXPECT_EQ(listed["result"]["sandboxes"], json::array()) << listed.dump();
@@ -370,10 +376,7 @@ TEST(WorkerModeTest, AFleetHostRegistersInItsNamespaceAndAnswersTheRouter) {
   EXPECT_EQ(sent.front()["data"]["name"], "iii-sandbox");
 
   auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
-    eng.Invoke(inv, fn, data);
-    auto r = eng.WaitResult(inv);
-    EXPECT_TRUE(r) << fn << "\n" << d.Log();
-    return r ? *r : json();
+    return Answer(eng, d, inv, fn, data);
   };
   json status = answer("s-1", "skiff::host::status", json::object());
   ASSERT_TRUE(status.contains("result")) << status.dump();
@@ -423,10 +426,7 @@ TEST(WorkerModeTest, FileBytesStreamThroughTheEnginesChannels) {
   ASSERT_TRUE(d.ready()) << d.Log();
   ASSERT_FALSE(Registration(eng, 0).empty()) << d.Log();
   auto answer = [&](const std::string& inv, const std::string& fn, const json& data) {
-    eng.Invoke(inv, fn, data);
-    auto r = eng.WaitResult(inv);
-    EXPECT_TRUE(r) << fn << "\n" << d.Log();
-    return r ? *r : json();
+    return Answer(eng, d, inv, fn, data);
   };
   json c = answer("c-1", "sandbox::create", {{"image", "host"}});
   ASSERT_TRUE(c.contains("result")) << c.dump();
@@ -496,6 +496,69 @@ TEST(WorkerModeTest, FileBytesStreamThroughTheEnginesChannels) {
   EXPECT_EQ(InnerError(gone["error"])["code"], "S211") << gone.dump();
 
   json stopped = answer("x-1", "sandbox::stop", {{"sandbox_id", sid}, {"wait", true}});
+  EXPECT_TRUE(stopped.contains("result")) << stopped.dump();
+  EXPECT_EQ(d.Terminate(), 0) << d.Log();
+}
+
+// A followed process that says nothing still lets go of its channel once
+// nobody reads it: the engine sweeps a channel whose reader never came, and
+// notices a reader that left only when it passes a frame on, so skiffd's
+// quiet writer sends empty frames now and then and stops when the engine
+// drops it. Each follow holds one of the process's attaches until then.
+TEST(WorkerModeTest, AQuietFollowedProcessLetsGoOfItsChannelWhenNobodyReads) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  EngineDouble::Options o;
+  o.channel_ttl = 1000ms;
+  o.channel_sweep_interval = 200ms;
+  EngineDouble eng(o);
+  Daemon d(kConfig, {"--engine", eng.url()});
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_FALSE(Registration(eng, 0).empty()) << d.Log();
+  json c = Answer(eng, d, "c-1", "sandbox::create", {{"image", "host"}});
+  ASSERT_TRUE(c.contains("result")) << c.dump();
+  const std::string sid = c["result"]["sandbox_id"];
+  json started =
+      Answer(eng, d, "p-1", "sandbox::process::start", {{"sandbox_id", sid}, {"cmd", "sleep 600"}});
+  ASSERT_TRUE(started.contains("result")) << started.dump();
+  const int64_t pid = started["result"]["pid"];
+  auto attached = [&](const std::string& inv) -> int64_t {
+    json l = Answer(eng, d, inv, "sandbox::process::list", {{"sandbox_id", sid}});
+    for (const json& p : l["result"]["processes"])
+      if (p.value("pid", int64_t{0}) == pid) return p.value("attached", int64_t{-1});
+    ADD_FAILURE() << "process " << pid << " not listed: " << l.dump();
+    return -1;
+  };
+  auto follow = [&](const std::string& inv) {
+    json r = Answer(eng, d, inv, "sandbox::process::output",
+                    {{"sandbox_id", sid}, {"pid", pid}, {"follow", true}});
+    EXPECT_TRUE(r.contains("result")) << r.dump();
+    return r.value("result", json::object()).value("stream", json::object());
+  };
+
+  // Two follows nobody ever reads, one whose reader reads the first line and leaves.
+  follow("f-1");
+  follow("f-2");
+  json read_once = follow("f-3");
+  {
+    ChannelClient reader(eng.port(), ChannelRefs::Target(read_once));
+    ASSERT_EQ(reader.status(), 101);
+    auto first = reader.Next();
+    ASSERT_TRUE(first);
+    EXPECT_THAT(first->data, HasSubstr("\"type\":\"start\"")) << first->data;
+  }  // the reader leaves without a word
+  // All three are attached to the process: the first probe is 5 s away.
+  int64_t n = -1;
+  for (int i = 0; i < 60 && (n = attached("l-" + std::to_string(i))) != 3; ++i)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(n, 3) << d.Log();
+
+  auto end = std::chrono::steady_clock::now() + 60s;
+  int i = 0;
+  while ((n = attached("m-" + std::to_string(i++))) != 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(250ms);
+  EXPECT_EQ(n, 0) << "quiet followed-process writers still attached\n" << d.Log();
+
+  json stopped = Answer(eng, d, "x-1", "sandbox::stop", {{"sandbox_id", sid}, {"wait", true}});
   EXPECT_TRUE(stopped.contains("result")) << stopped.dump();
   EXPECT_EQ(d.Terminate(), 0) << d.Log();
 }
