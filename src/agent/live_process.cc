@@ -32,4 +32,11 @@ proto::ProcInfo LiveProcess::Info() const {
   return i;
 }
 
+size_t LiveProcess::Room(uint8_t ch) const {
+  const OutputRing& ring = rings[ch];
+  if (!hold_output) return ring.capacity();
+  int64_t unread = ring.end() - taken[ch];
+  return unread >= static_cast<int64_t>(ring.capacity()) ? 0 : ring.capacity() - static_cast<size_t>(unread);
+}
+
 }  // namespace skiff::agent

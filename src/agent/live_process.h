@@ -54,6 +54,15 @@ struct LiveProcess {
 
   int attached = 0;  // open proc.output streams
 
+  // hold_output: bytes below taken[ch] went out to a reader; the ones from
+  // there on are never overwritten, so the pipe is read only while the
+  // ring has room beyond them (the process's writes block meanwhile).
+  bool hold_output = false;
+  int64_t taken[proto::kChannels] = {0, 0, 0};
+  // Bytes the ring may take now without overwriting held ones (any
+  // number without hold_output).
+  size_t Room(uint8_t ch) const;
+
   // The descriptor proc.input writes to; -1 when input is not accepted.
   int InputFd() const {
     if (!running || !input_open) return -1;

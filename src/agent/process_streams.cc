@@ -225,7 +225,7 @@ bool ProcessStreams::GapAllowed(ProcStream& s) {
   return s.unread_gaps.size() < kMaxUnreadGaps;
 }
 
-bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
+bool ProcessStreams::SendOutput(ProcStream& s, LiveProcess& p) {
   bool more = false;
   for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
     if (s.ended[ch]) continue;
@@ -252,6 +252,7 @@ bool ProcessStreams::SendOutput(ProcStream& s, const LiveProcess& p) {
       s.pos[ch] += static_cast<int64_t>(v.size());
       s.credit[ch] -= v.size();
       s.sent[ch] += v.size();
+      p.taken[ch] = std::max(p.taken[ch], s.pos[ch]);  // held output: room for more
     }
     if (s.pos[ch] >= limit && (!s.follow || p.Eof(ch))) {
       sink_.Send(s.id, Type::kEnd, ch, {});

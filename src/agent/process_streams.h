@@ -114,7 +114,7 @@ class ProcessStreams {
   Result<ProcOpen> OpenWait(uint32_t id, const nlohmann::json& req);
   // proc.output: sends DATA (and gap METAs) under credit; returns whether
   // it stopped for lack of budget with more to send.
-  bool SendOutput(ProcStream& s, const LiveProcess& p);
+  bool SendOutput(ProcStream& s, LiveProcess& p);
   bool CanSend(const ProcStream& s, const LiveProcess& p) const;
   // Whether the stream may send a gap META now (see ProcStream::unread_gaps).
   static bool GapAllowed(ProcStream& s);

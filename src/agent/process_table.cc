@@ -110,6 +110,7 @@ Result<proto::ProcInfo> ProcessTable::Start(const proto::ProcStartRequest& r) {
   p->pty = sr.terminal;
   p->started_ms = WallMs();
   p->buffer_bytes = r.buffer_bytes;
+  p->hold_output = r.hold_output;
   p->reserved = reserve;
   for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch)
     p->rings[ch] = OutputRing(static_cast<size_t>(r.buffer_bytes));
@@ -244,6 +245,8 @@ void ProcessTable::AddPollFds(std::vector<pollfd>& pfds, int& timeout, int64_t n
   for (auto& [pid, p] : procs_) {
     for (uint8_t ch = proto::kStdout; ch <= proto::kStderr; ++ch) {
       if (!p->out[ch]) continue;
+      // Held output fills the ring: the pipe waits for a reader to take some.
+      if (p->Room(ch) == 0) continue;
       slots_.push_back({p->pid, p->serial, ch, pfds.size()});
       pfds.push_back({p->out[ch].get(), POLLIN, 0});
     }
@@ -270,16 +273,18 @@ void ProcessTable::Pump(const std::vector<pollfd>& pfds) {
 void ProcessTable::ReadOutput(LiveProcess& p, uint8_t ch) {
   OutputRing& ring = p.rings[ch];
   for (int rounds = 0; rounds < kReadRounds && p.out[ch]; ++rounds) {
+    const size_t allowed = p.Room(ch);
+    if (allowed == 0) return;  // held output fills the ring
     // Straight into the ring once its storage is all there (one copy
     // fewer), else through the buffer.
-    OutputRing::Room room = ring.Writable(kDirectRead);
+    OutputRing::Room room = ring.Writable(std::min(kDirectRead, allowed));
     bool direct = !room.first.empty();
     ssize_t n;
     if (direct) {
       iovec iov[2] = {{room.first.data(), room.first.size()}, {room.second.data(), room.second.size()}};
       n = ::readv(p.out[ch].get(), iov, room.second.empty() ? 1 : 2);
     } else {
-      n = ::read(p.out[ch].get(), buf_.get(), proto::kChunk);
+      n = ::read(p.out[ch].get(), buf_.get(), std::min<size_t>(proto::kChunk, allowed));
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;

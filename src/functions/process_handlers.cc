@@ -65,6 +65,7 @@ Result<json> HandleProcessStart(const json& payload, CallContext& ctx) {
   SKIFF_ASSIGN_OR_RETURN(std::optional<uint64_t> buffer,
                          f.OptUint("buffer_bytes", static_cast<uint64_t>(proto::kMaxProcBuffer)));
   SKIFF_ASSIGN_OR_RETURN(std::optional<uint64_t> timeout, f.OptUint("timeout_ms", kMax32));
+  SKIFF_ASSIGN_OR_RETURN(bool hold_output, f.OptBool("hold_output", false));
   std::optional<proto::TermSize> pty;
   if (const json* p = f.Get("pty")) {
     if (p->is_boolean()) {
@@ -102,6 +103,7 @@ Result<json> HandleProcessStart(const json& payload, CallContext& ctx) {
   }
   req.pty = pty;
   req.has_stdin = with_stdin || pty.has_value();
+  req.hold_output = hold_output;
   if (buffer) {
     if (*buffer < static_cast<uint64_t>(proto::kMinProcBuffer))
       return BadField("buffer_bytes", "expected " + std::to_string(proto::kMinProcBuffer) + " to " +

@@ -100,7 +100,13 @@ FunctionSchemas ProcessSchemas(std::string_view id) {
                                         " to " + std::to_string(proto::kMaxProcBuffer),
                                     static_cast<uint64_t>(proto::kDefaultProcBuffer))},
              {"timeout_ms", UInt("Kill the process group after this long; absent: runs until it exits "
-                                 "or the sandbox stops")}},
+                                 "or the sandbox stops")},
+             {"hold_output",
+              BoolD("Extension: output no reader has taken yet is never overwritten; while it fills "
+                    "the buffer the process waits (its writes block), so a reader that follows from "
+                    "offset 0 gets every byte. Absent: the buffer keeps the newest bytes and a late "
+                    "reader sees a gap",
+                    false)}},
             {"sandbox_id"}),
         json::array({{{"sandbox_id", kUuidEx}, {"cmd", "python3 -m http.server 8000"}, {"tag", "web"}},
                      {{"sandbox_id", kUuidEx}, {"cmd", "bash"}, {"pty", {{"rows", 40}, {"cols", 132}}}}}),

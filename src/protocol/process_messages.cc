@@ -148,6 +148,7 @@ json ProcStartRequest::ToJson() const {
   if (tag) j["tag"] = *tag;
   if (pty) j["pty"] = pty->ToJson();
   if (timeout_ms) j["timeout_ms"] = *timeout_ms;
+  if (hold_output) j["hold_output"] = true;
   return j;
 }
 
@@ -173,6 +174,7 @@ Result<ProcStartRequest> ProcStartRequest::FromJson(const json& j) {
   }
   SKIFF_ASSIGN_OR_RETURN(r.timeout_ms, field::OptInt(j, "timeout_ms"));
   if (r.timeout_ms && *r.timeout_ms <= 0) return InvalidRequest("timeout_ms: expected an integer > 0");
+  SKIFF_ASSIGN_OR_RETURN(r.hold_output, field::Bool(j, "hold_output", false));
   return r;
 }
 

@@ -73,6 +73,9 @@ struct ProcStartRequest {
   bool has_stdin = false;                     // "stdin"
   int64_t buffer_bytes = kDefaultProcBuffer;  // kMinProcBuffer..kMaxProcBuffer
   std::optional<int64_t> timeout_ms;          // > 0
+  // "hold_output": output nobody has read yet is never overwritten; the
+  // process waits (its writes block) while its ring is full of such bytes.
+  bool hold_output = false;
 
   nlohmann::json ToJson() const;
   static Result<ProcStartRequest> FromJson(const nlohmann::json& j);

@@ -405,6 +405,25 @@ TEST_F(AgentProcess, ASlowReaderOfASmallRingKeepsTheConnection) {
   EXPECT_EQ(g.result["state"], "exited");
 }
 
+// hold_output: the same 4 KiB ring and fast writer, but nothing unread is
+// overwritten: with no reader the writer waits, its ring full; a slow
+// reader then gets every byte, without a gap.
+TEST_F(AgentProcess, AHeldRingLosesNothingAndTheWriterWaits) {
+  const std::string expected = SeqText(1, 2000000);
+  int64_t pid =
+      Start({"seq", "1", "2000000"}, {{"buffer_bytes", proto::kMinProcBuffer}, {"hold_output", true}});
+  std::this_thread::sleep_for(500ms);
+  json held = Info(pid);
+  EXPECT_EQ(held["state"], "running") << held.dump();
+  EXPECT_EQ(held["stdout"]["start"], 0) << held.dump();
+  EXPECT_EQ(held["stdout"]["end"], proto::kMinProcBuffer) << held.dump();
+  GapRead g = ReadChecked(OpenOutput(pid, 0, 0, true), expected, 5ms, 100);
+  EXPECT_EQ(g.gaps, 0u);
+  EXPECT_EQ(g.bytes, expected.size());
+  EXPECT_EQ(g.result["state"], "exited");
+  EXPECT_EQ(g.result["exit_code"], 0);
+}
+
 TEST_F(AgentProcess, ConcurrentAttachersSeeTheSameBytes) {
   const std::string expected = SeqText(1, 300000);
   int64_t pid = Start({"sh", "-c", "sleep 0.3; seq 1 300000"}, {{"buffer_bytes", proto::kMaxProcBuffer}});

@@ -47,9 +47,10 @@ TEST(ProcessMessages, StartWire) {
   r.has_stdin = true;
   r.buffer_bytes = 4096;
   r.timeout_ms = 5000;
+  r.hold_output = true;
   ExpectWire(
       r,
-      R"({"argv":["sh","-c","echo hi"],"buffer_bytes":4096,"cwd":"/tmp","env":["A=1"],"op":"proc.start","pty":{"cols":132,"rows":40},"stdin":true,"tag":"server","timeout_ms":5000,"user":"1000:1000"})");
+      R"({"argv":["sh","-c","echo hi"],"buffer_bytes":4096,"cwd":"/tmp","env":["A=1"],"hold_output":true,"op":"proc.start","pty":{"cols":132,"rows":40},"stdin":true,"tag":"server","timeout_ms":5000,"user":"1000:1000"})");
 }
 
 TEST(ProcessMessages, StartRefusesHostileInput) {
@@ -70,6 +71,7 @@ TEST(ProcessMessages, StartRefusesHostileInput) {
   ExpectRefused<ProcStartRequest>(With(good, "timeout_ms", 0), Code::kS001);
   ExpectRefused<ProcStartRequest>(With(good, "timeout_ms", -5), Code::kS001);
   ExpectRefused<ProcStartRequest>(With(good, "stdin", 1), Code::kS001);
+  ExpectRefused<ProcStartRequest>(With(good, "hold_output", "yes"), Code::kS001);
   ExpectRefused<ProcStartRequest>(With(good, "op", "exec"), Code::kS001);
 }
 
