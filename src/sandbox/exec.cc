@@ -1,6 +1,7 @@
 // SandboxManager::Exec (docs/api.md#sandboxexec): admission against the exec cap, the
 // environment layers, the agent's exec stream and its output capture.
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "base/text.h"
@@ -53,7 +54,10 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   req.cwd = std::move(cwd);
   req.timeout_ms = static_cast<int64_t>(effective);
   req.has_stdin = !spec.stdin_bytes.empty();
-  req.output_limit = static_cast<int64_t>(kOutputLimit);
+  // A sink (the CLI's streaming run) gets every byte, under the agent's
+  // credit; only the copy kept for the result is capped (Capture).
+  req.output_limit =
+      sink != nullptr ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(kOutputLimit);
   // The image's User (OCI config), resolved by the agent inside the sandbox;
   // root needs no switch.
   req.user = ImageUser(*sb);
