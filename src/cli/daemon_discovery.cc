@@ -1,7 +1,9 @@
 #include "cli/daemon_discovery.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "base/paths.h"
@@ -27,7 +30,40 @@ bool Healthy(const Endpoint& ep) {
   return r.ok() && (r->status == 200 || r->status == 503);
 }
 
+// Whether something accepts connections on the unix socket at `path`.
+bool Listening(const std::string& path) {
+  sockaddr_un a{};
+  if (path.size() >= sizeof a.sun_path) return false;
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string Token() {
+  const char* t = std::getenv("SKIFF_TOKEN");
+  return t != nullptr ? t : "";
+}
+
+bool UrlGiven(const std::string& url_flag) {
+  const char* u = std::getenv("SKIFF_URL");
+  return !url_flag.empty() || (u != nullptr && *u != '\0');
+}
+
 }  // namespace
+
+Result<std::optional<Endpoint>> FindRunningDaemon(const std::string& url_flag) {
+  if (UrlGiven(url_flag)) {
+    SKIFF_ASSIGN_OR_RETURN(Endpoint ep, FindDaemon(url_flag, /*autostart=*/false));
+    return std::optional<Endpoint>(std::move(ep));
+  }
+  std::string sock = DefaultSocket();
+  if (!Listening(sock)) return std::optional<Endpoint>();
+  return std::optional<Endpoint>(Endpoint{sock, "http://localhost", Token()});
+}
 
 Result<Endpoint> FindDaemon(const std::string& url_flag, bool autostart) {
   Endpoint ep;

@@ -1,5 +1,6 @@
-// `skiff run`: a command or code in a fresh sandbox of this process (no
-// daemon), streamed to the terminal; Ctrl-C stops the sandbox.
+// `skiff run`: a command or code in a fresh sandbox, streamed to the
+// terminal; Ctrl-C stops the sandbox. The sandbox is this process's own
+// (embedded), or a running daemon's when one listens (run_daemon.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,26 +22,14 @@
 #include "cli/commands.h"
 #include "cli/local_process.h"
 #include "cli/report.h"
+#include "cli/run_daemon.h"
+#include "cli/run_flags.h"
 #include "cli/terminal.h"
 #include "sandbox/backends.h"
 #include "sandbox/config.h"
 
 namespace skiff::cli {
 namespace {
-
-struct RunFlags {
-  std::string image;
-  std::vector<std::string> command;
-  std::string lang, code, file;
-  std::optional<uint64_t> timeout_ms;
-  std::vector<std::string> env;
-  std::string isolation;
-  std::optional<uint32_t> cpus, memory_mb;
-  bool network = false;
-  bool json_out = false;
-  bool interactive = false;  // -i
-  bool tty = false;          // -t
-};
 
 bool ParseEnv(const std::vector<std::string>& in, Env* out) {
   for (const auto& kv : in) {
@@ -65,14 +54,6 @@ void OnSig(int sig) {
   // Async-signal-safe: only write(2).
   unsigned char b = static_cast<unsigned char>(sig);
   [[maybe_unused]] ssize_t n = ::write(g_sig_pipe[1], &b, 1);
-}
-
-// The program an interactive run starts when no command is given: the
-// image's interpreter, else a shell.
-std::vector<std::string> DefaultInteractive(const std::string& image) {
-  if (image == "python") return {"python3"};
-  if (image == "node") return {"node"};
-  return {"sh"};
 }
 
 // run -it: a throwaway sandbox with one live process attached to this
@@ -142,6 +123,13 @@ int Run(RunFlags& o) {
   }
   Env env;
   if (!ParseEnv(o.env, &env)) return kExitSkiffError;
+  if ((o.interactive || o.tty) && code_mode) {
+    std::fprintf(stderr, "skiff: -i/-t run a command or an interpreter, not --code/--file\n");
+    return kExitSkiffError;
+  }
+  auto daemon = DaemonForRun(o);
+  if (!daemon.ok()) return ReportError(daemon.error());
+  if (*daemon) return RunThroughDaemon(**daemon, o);
 
   Config config;
   config.allow_all_images = true;  // embedded: the caller is the operator
@@ -180,11 +168,6 @@ int Run(RunFlags& o) {
   cs.network = o.network;
   if (!o.isolation.empty()) cs.isolation = o.isolation;
   if (o.interactive || o.tty) {
-    if (code_mode) {
-      std::fprintf(stderr, "skiff: -i/-t run a command or an interpreter, not --code/--file\n");
-      manager.Shutdown();
-      return kExitSkiffError;
-    }
     int code = RunInteractive(manager, o, cs, env);
     manager.Shutdown();
     return code;
@@ -210,7 +193,16 @@ int Run(RunFlags& o) {
     (void)manager.Stop(created->sandbox_id, /*wait=*/true);
   }
   if (!r.ok()) {
-    int rc = ReportError(r.error());
+    Error e = r.error();
+    // The output went to the terminal as it came: not again from the
+    // error's details (a timeout carries what the command wrote).
+    if (!o.json_out && e.details() && e.details()->is_object()) {
+      nlohmann::json d = *e.details();
+      d.erase("stdout");
+      d.erase("stderr");
+      e.set_details(std::move(d));
+    }
+    int rc = ReportError(e);
     manager.Shutdown();
     return rc;
   }
@@ -222,7 +214,8 @@ int Run(RunFlags& o) {
 }  // namespace
 
 void AddRunCommand(CLI::App& app, int& rc) {
-  auto* run = app.add_subcommand("run", "run a command or code in a fresh sandbox (no daemon needed)");
+  auto* run = app.add_subcommand(
+      "run", "run a command or code in a fresh sandbox (a running daemon's, else one of this process)");
   auto o = std::make_shared<RunFlags>();
   run->add_option("image", o->image, "catalog image (default from --lang: python, node, else base)");
   run->add_option("command", o->command, "the command and its arguments, after --");
@@ -241,6 +234,11 @@ void AddRunCommand(CLI::App& app, int& rc) {
   run->add_flag("-i,--interactive", o->interactive, "keep stdin open and send it to the process");
   run->add_flag("-t,--tty", o->tty,
                 "give the process a terminal (raw mode here); without a command: the image's interpreter");
+  run->add_flag("--embedded", o->embedded,
+                "run in this process even when a daemon listens on the user socket");
+  run->add_option("--url", o->url,
+                  "run on this daemon (http://HOST:PORT or unix:PATH); default: SKIFF_URL, else the "
+                  "user socket's daemon if one listens, else embedded");
   run->callback([o, &rc] { rc = Run(*o); });
 }
 

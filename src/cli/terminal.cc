@@ -183,6 +183,7 @@ int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {
     std::fprintf(stderr, "skiff: detached; the process goes on (skiff attach to come back)\n");
     return 0;
   }
+  if (opt.interrupted != nullptr) *opt.interrupted = signalled != 0;
   if (signalled) return 128 + signalled;
   if (!ended || !ended->ok()) {
     if (ended && !ended->ok()) return ReportError(ended->error());
@@ -190,6 +191,9 @@ int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {
   }
   if (input_error && (*ended)->running) return ReportError(*input_error);
   const proto::ProcInfo& info = **ended;
+  if (opt.timeout_error_ms && info.timed_out)
+    return ReportError(
+        Error(Code::kS200, "exec timed out after " + std::to_string(*opt.timeout_error_ms) + " ms"));
   return info.running ? 0 : info.exit_code;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 #include "base/error.h"
@@ -37,6 +38,11 @@ struct TerminalOptions {
   bool raw = true;    // stdin is a terminal and -t was given
   bool input = true;  // forward stdin (-i)
   int64_t from = 0;   // output offset to replay from
+  // Set: a process killed at its timeout ends the session with the error
+  // sandbox::exec gives (S200 "exec timed out after N ms", exit 124).
+  std::optional<uint64_t> timeout_error_ms;
+  // Set: told whether the session ended on a signal to this process.
+  bool* interrupted = nullptr;
 };
 
 // Runs the session; returns the process's exit status, 0 after a detach,

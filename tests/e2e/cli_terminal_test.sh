@@ -2,7 +2,8 @@
 # The CLI's live-process commands as a person uses them, in a real terminal
 # (tmux, driven by send-keys and read by capture-pane): `skiff exec -it` with
 # its window size, a resize, Ctrl-C to the foreground job, the exit status
-# and the terminal restored afterwards; `skiff run -it python`; and
+# and the terminal restored afterwards; `skiff run -it python`, embedded and
+# through the daemon; and
 # `exec -d`, `ps`, `logs -f`, `kill -s` from a plain shell.
 #   cli_terminal_test.sh SKIFF_BINARY ISOLATION
 set -uo pipefail
@@ -84,8 +85,8 @@ if wait_for '^EXIT=7' 60; then ok "exec -it: the shell's exit status"; else fail
 if wait_for '^icanon echo' 10; then ok "exec -it: terminal restored"; else fail "terminal not restored"; fi
 tmux -L "$sock" kill-server
 
-# --- run -it python: an interactive throwaway interpreter (no daemon).
-session "$skiff run -it --isolation $iso python"
+# --- run -it python: an interactive throwaway interpreter, in this process.
+session "$skiff run --embedded -it --isolation $iso python"
 if wait_for '^>>> ?$' 300; then ok "run -it python: the interpreter's prompt"; else fail "run -it: no prompt"; fi
 keys 'print(6*7)' Enter
 if wait_for '^42$' 60; then ok "run -it python: it runs what is typed"; else fail "run -it: no 42"; fi
@@ -100,6 +101,15 @@ fi
 keys q
 keys 'exit()' Enter
 if wait_for '^EXIT=0' 120; then ok "run -it python: exits 0"; else fail "run -it exit"; fi
+tmux -L "$sock" kill-server
+
+# --- run -it python through the daemon (SKIFF_URL names it): the same session.
+session "SKIFF_URL=$SKIFF_URL $skiff run -it --isolation $iso python"
+if wait_for '^>>> ?$' 300; then ok "run -it python (daemon): the interpreter's prompt"; else fail "run -it (daemon): no prompt"; fi
+keys 'print(6*7)' Enter
+if wait_for '^42$' 60; then ok "run -it python (daemon): it runs what is typed"; else fail "run -it (daemon): no 42"; fi
+keys 'exit()' Enter
+if wait_for '^EXIT=0' 120; then ok "run -it python (daemon): exits 0"; else fail "run -it (daemon) exit"; fi
 tmux -L "$sock" kill-server
 
 # --- a SIGQUIT to the client (raw mode sends Ctrl-\ on as a byte) restores the terminal.
