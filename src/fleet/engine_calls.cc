@@ -42,7 +42,7 @@ std::vector<CallOutcome> CallEach(EngineCalls& calls, const std::string& functio
 }
 
 CallOutcome CallAndWait(EngineCalls& calls, const std::string& function_id, const std::string& ns,
-                        nlohmann::json data, std::chrono::milliseconds deadline) {
+                        const nlohmann::json& data, std::chrono::milliseconds deadline) {
   return std::move(CallEach(calls, function_id, {ns}, data, deadline).front());
 }
 

@@ -25,7 +25,7 @@ class EngineCalls {
 };
 
 CallOutcome CallAndWait(EngineCalls& calls, const std::string& function_id, const std::string& ns,
-                        nlohmann::json data, std::chrono::milliseconds deadline);
+                        const nlohmann::json& data, std::chrono::milliseconds deadline);
 // The same call to every namespace at once; the answers in that order.
 std::vector<CallOutcome> CallEach(EngineCalls& calls, const std::string& function_id,
                                   const std::vector<std::string>& namespaces, const nlohmann::json& data,
