@@ -8,10 +8,10 @@
 //   node bench/fleet.mjs kill      <engine port> <hosts> <victim ns> <victim pid> s301|placement <poll ms>
 //   node bench/fleet.mjs partition <engine port> <hosts> <victim ns> <victim pid> <poll ms>
 //
-// latency: sandbox::run and sandbox::exec routed (default namespace →
-// router → host) against the same function in the host's namespace, and
-// against the host's own HTTP API, interleaved call by call with rotating
-// order. iii-sdk 0.22's trigger() has no namespace field (TriggerRequest is
+// latency: sandbox::run, sandbox::exec and sandbox::fs::read of 1 MiB with
+// all its bytes, routed (default namespace → router → host) against the
+// same function in the host's namespace, and against the host's own HTTP
+// API, interleaved call by call with rotating order. iii-sdk 0.22's trigger() has no namespace field (TriggerRequest is
 // function_id, payload, action, timeoutMs, metadata), so the direct call
 // goes over the SDK's own connection as the invokefunction message the
 // router itself sends, with `namespace` set; its answer is matched by the
@@ -46,6 +46,9 @@ const [mode, port, ...rest] = process.argv.slice(2)
 const req = createRequire(new URL('../tests/e2e/node/package.json', import.meta.url))
 const sdk = await import(req.resolve('iii-sdk'))
 const registerWorker = sdk.registerWorker ?? sdk.default.registerWorker
+const channel = await import(req.resolve('iii-sdk/channel'))
+const ChannelReader = channel.ChannelReader ?? channel.default.ChannelReader
+const READ_BYTES = 1 << 20  // the file fs::read reads in the latency mode
 
 const iii = registerWorker(`ws://127.0.0.1:${port}`, {
   workerName: 'skiff-fleet-bench', enableMetricsReporting: false, invocationTimeoutMs: 300000
@@ -121,11 +124,11 @@ async function latency (runs, execs, ns, hostPort) {
     http: (f, p) => overHttp(hostPort, f, p)
   }
   const names = Object.keys(ways)
-  async function compare (fid, payload, check, n) {
+  async function compare (fid, payload, check, n, by = ways) {
     const t = Object.fromEntries(names.map(k => [k, []]))
     const one = async k => {
       const t0 = now()
-      const r = await ways[k](fid, payload)
+      const r = await by[k](fid, payload)
       const ms = now() - t0
       if (!check(r)) throw new Error(`${k} ${fid}: unexpected answer ${JSON.stringify(r)}`)
       return ms
@@ -150,6 +153,24 @@ async function latency (runs, execs, ns, hostPort) {
   try {
     out['sandbox::exec'] = await compare('sandbox::exec',
       { sandbox_id: box.sandbox_id, cmd: 'true' }, r => r.exit_code === 0, execs)
+    // fs::read of a file and all its bytes: through the engine, its content
+    // is a channel on the engine (read with the SDK's ChannelReader); over
+    // the host's HTTP API, the streamed download.
+    const made = await routed('sandbox::exec',
+      { sandbox_id: box.sandbox_id, argv: ['sh', '-c', `head -c ${READ_BYTES} /dev/urandom > /tmp/read.bin`] })
+    if (made.exit_code !== 0) throw new Error(`writing the file to read: ${JSON.stringify(made)}`)
+    const readAll = async r => new ChannelReader(`ws://127.0.0.1:${port}`, r.content).readAll()
+    const file = `http://127.0.0.1:${hostPort}/v1/sandboxes/${box.sandbox_id}/files?path=/tmp/read.bin`
+    out['sandbox::fs::read'] = await compare('sandbox::fs::read',
+      { sandbox_id: box.sandbox_id, path: '/tmp/read.bin' }, b => b.length === READ_BYTES, runs, {
+        routed: async (f, p) => readAll(await routed(f, p)),
+        direct: async (f, p) => readAll(await inNamespace(ns, f, p)),
+        http: async () => {
+          const r = await fetch(file)
+          if (r.status !== 200) throw new Error(`download: HTTP ${r.status} ${await r.text()}`)
+          return Buffer.from(await r.arrayBuffer())
+        }
+      })
   } finally {
     await stop(box.sandbox_id)
   }

@@ -3,7 +3,7 @@ double, jail hosts (`skiff serve --iii-namespace skiff.hN`, each with its own
 data directory and configuration) and a router (`skiff route`), driven by
 bench/fleet.mjs through the unmodified iii-sdk.
 
-  1. sandbox::run and sandbox::exec routed against direct (one host);
+  1. sandbox::run, sandbox::exec and fs::read routed against direct (one host);
   2. create + stop cycles per second through the router, one host against
      three, same per-host cap;
   3. how long the router takes to notice a SIGKILLed host (S301 for its
@@ -205,7 +205,8 @@ def fleet_rows(build, runs):
     lines = ["", f"| fleet: routed vs direct (jail, `host`, one host, engine double, interleaved) | calls "
              "| routed p50 / p99 ms | direct in the host's namespace p50 / p99 ms | host HTTP p50 / p99 ms "
              "| added p50 ms (routed − direct; median of paired rounds) |", "|---|---|---|---|---|---|"]
-    for fid, label in (("sandbox::run", "`sandbox::run` `sh`, `true`"), ("sandbox::exec", "`sandbox::exec` `true`")):
+    for fid, label in (("sandbox::run", "`sandbox::run` `sh`, `true`"), ("sandbox::exec", "`sandbox::exec` `true`"),
+                       ("sandbox::fs::read", "`sandbox::fs::read` 1 MiB, all bytes read (HTTP: the download)")):
         r = lat[fid]
         lines.append(f"| {label} | {r['routed']['n']} | {r['routed']['p50_ms']:.2f} / {r['routed']['p99_ms']:.2f} "
                      f"| {r['direct']['p50_ms']:.2f} / {r['direct']['p99_ms']:.2f} "
