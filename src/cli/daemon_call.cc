@@ -48,4 +48,18 @@ std::optional<json> CallFunction(const ClientFlags& flags, const std::string& id
   return body;
 }
 
+Error DaemonError(long status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  std::optional<Code> code = j.is_object() ? CodeFromName(j.value("code", "")) : std::nullopt;
+  if (!code)
+    return Error(Code::kS300,
+                 "the daemon answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200));
+  Error e(*code, j.value("message", std::string(CodeName(*code))));
+  if (auto d = j.find("details"); d != j.end() && !d->is_null()) e.set_details(*d);
+  if (auto f = j.find("fix"); f != j.end() && !f->is_null()) e.set_fix(*f);
+  if (auto n = j.find("fix_note"); n != j.end())
+    e.set_fix_note(n->is_string() ? std::optional<std::string>(n->get<std::string>()) : std::nullopt);
+  return e;
+}
+
 }  // namespace skiff::cli

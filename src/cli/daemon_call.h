@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/error.h"
+
 namespace skiff::cli {
 
 struct ClientFlags {
@@ -23,5 +25,10 @@ void AddClientFlags(CLI::App* sc, ClientFlags& flags);
 // sets *rc to the exit status and returns nullopt.
 std::optional<nlohmann::json> CallFunction(const ClientFlags& flags, const std::string& id,
                                            const nlohmann::json& payload, int* rc);
+
+// A daemon's error answer (HTTP `status`, `body` its error object) as the
+// Error it was made from — code, message, details, fix — so it is shown as
+// the CLI shows its own; a body that is no error object is S300.
+Error DaemonError(long status, const std::string& body);
 
 }  // namespace skiff::cli

@@ -2,33 +2,17 @@
 
 #include "api/http_util.h"
 #include "base/text.h"
+#include "cli/daemon_call.h"
 #include "cli/output_lines.h"
 
 namespace skiff::cli {
 
 using json = nlohmann::json;
 
-namespace {
-
-// The daemon's error object (or a bare HTTP failure) as an Error.
-Error FromBody(long status, const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  std::string code = j.is_object() ? j.value("code", "") : "";
-  if (auto c = CodeFromName(code)) {
-    std::string msg = j.value("message", code);
-    Error e(*c, msg);
-    return e;
-  }
-  return Error(Code::kS300,
-               "the daemon answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200));
-}
-
-}  // namespace
-
 Status DaemonProcess::Call(const std::string& fn, const json& payload) {
   auto r = client_.Post("/v1/functions/" + fn, api::Dump(payload));
   if (!r.ok()) return std::move(r).error();
-  if (r->status != 200) return FromBody(r->status, r->body);
+  if (r->status != 200) return DaemonError(r->status, r->body);
   return OkStatus();
 }
 
@@ -57,8 +41,8 @@ Result<proto::ProcInfo> DaemonProcess::Output(int64_t from, ProcessOutputSink& s
       },
       [&] { return sink.Wanted(); });
   if (!r.ok()) return std::move(r).error();
-  if (r->status != 200) return FromBody(r->status, r->body);
-  if (lines.error()) return FromBody(500, lines.error()->dump());
+  if (r->status != 200) return DaemonError(r->status, r->body);
+  if (lines.error()) return DaemonError(500, lines.error()->dump());
   if (!lines.end()) return Error(Code::kS216, "process output: the stream ended early");
   return proto::ProcInfo::FromJson(*lines.end());
 }

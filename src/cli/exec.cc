@@ -72,15 +72,7 @@ int ExecAttached(const ExecFlags& f) {
   json p = {{"sandbox_id", f.sandbox_id}, {"argv", f.command}, {"stdin", f.interactive}};
   if (f.timeout_ms) p["timeout_ms"] = *f.timeout_ms;
   if (!f.workdir.empty()) p["workdir"] = f.workdir;
-  json env = json::array();
-  if (f.tty) {
-    proto::TermSize size = CurrentTermSize();
-    p["pty"] = {{"rows", size.rows}, {"cols", size.cols}};
-    if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
-      env.push_back(std::string("TERM=") + term);
-  }
-  for (const auto& e : f.env) env.push_back(e);
-  if (!env.empty()) p["env"] = env;
+  AddStartEnvAndTerminal(p, f.tty, f.env);
   int rc = 0;
   auto r = CallFunction(f.client, "sandbox::process::start", p, &rc);
   if (!r) return rc;

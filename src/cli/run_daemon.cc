@@ -12,6 +12,7 @@
 #include "api/http_util.h"
 #include "base/text.h"
 #include "cli/cli.h"
+#include "cli/daemon_call.h"
 #include "cli/daemon_discovery.h"
 #include "cli/daemon_process.h"
 #include "cli/report.h"
@@ -25,22 +26,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// The daemon's error object as the Error it was made from, so it is shown
-// as the embedded run shows its own.
-Error ErrorOf(long status, const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  std::optional<Code> code = j.is_object() ? CodeFromName(j.value("code", "")) : std::nullopt;
-  if (!code)
-    return Error(Code::kS300,
-                 "the daemon answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200));
-  Error e(*code, j.value("message", std::string(CodeName(*code))));
-  if (auto d = j.find("details"); d != j.end() && !d->is_null()) e.set_details(*d);
-  if (auto f = j.find("fix"); f != j.end() && !f->is_null()) e.set_fix(*f);
-  if (auto n = j.find("fix_note"); n != j.end())
-    e.set_fix_note(n->is_string() ? std::optional<std::string>(n->get<std::string>()) : std::nullopt);
-  return e;
-}
-
 class DaemonCalls {
  public:
   explicit DaemonCalls(const Endpoint& ep) : client_(ep) {}
@@ -48,9 +33,9 @@ class DaemonCalls {
   Result<json> Call(const std::string& fn, const json& payload) {
     auto r = client_.Post("/v1/functions/" + fn, api::Dump(payload));
     if (!r.ok()) return std::move(r).error();
-    if (r->status != 200) return ErrorOf(r->status, r->body);
+    if (r->status != 200) return DaemonError(r->status, r->body);
     json body = json::parse(r->body, nullptr, false);
-    if (!body.is_object()) return ErrorOf(r->status, r->body);
+    if (!body.is_object()) return DaemonError(r->status, r->body);
     return body;
   }
 
@@ -172,15 +157,7 @@ int RunThroughDaemon(const Endpoint& ep, const RunFlags& f) {
   } else {
     start["argv"] = attached && f.command.empty() ? json(DefaultInteractive(f.image)) : json(f.command);
   }
-  json env = json::array();
-  if (f.tty) {
-    proto::TermSize size = CurrentTermSize();
-    start["pty"] = {{"rows", size.rows}, {"cols", size.cols}};
-    if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
-      env.push_back(std::string("TERM=") + term);
-  }
-  for (const auto& e : f.env) env.push_back(e);
-  if (!env.empty()) start["env"] = env;
+  AddStartEnvAndTerminal(start, f.tty, f.env);
   if (!attached || f.timeout_ms) start["timeout_ms"] = timeout_ms;
   Result<json> started = d.Call("sandbox::process::start", start);
   if (!started.ok()) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -80,6 +81,18 @@ proto::TermSize CurrentTermSize() {
                              std::min<int>(ws.ws_col, proto::kMaxTermSize)};
   }
   return proto::TermSize{};
+}
+
+void AddStartEnvAndTerminal(nlohmann::json& start, bool tty, const std::vector<std::string>& env) {
+  nlohmann::json all = nlohmann::json::array();
+  if (tty) {
+    proto::TermSize size = CurrentTermSize();
+    start["pty"] = {{"rows", size.rows}, {"cols", size.cols}};
+    if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
+      all.push_back(std::string("TERM=") + term);
+  }
+  for (const auto& e : env) all.push_back(e);
+  if (!all.empty()) start["env"] = all;
 }
 
 int RunTerminal(ProcessEndpoint& ep, const TerminalOptions& opt) {

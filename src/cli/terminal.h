@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "protocol/process_messages.h"
@@ -44,6 +46,10 @@ struct TerminalOptions {
   // Set: told whether the session ended on a signal to this process.
   bool* interrupted = nullptr;
 };
+
+// Fills a sandbox::process::start payload's `pty` (with `tty`: this
+// window's size) and `env` (TERM from here with `tty`, then `env`).
+void AddStartEnvAndTerminal(nlohmann::json& start, bool tty, const std::vector<std::string>& env);
 
 // Runs the session; returns the process's exit status, 0 after a detach,
 // or a skiff error status (the error reported on stderr).
