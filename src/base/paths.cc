@@ -13,11 +13,15 @@ std::string Env(const char* name) {
 }
 }  // namespace
 
-std::string RuntimeDir() {
-  if (auto v = Env("SKIFF_RUNTIME_DIR"); !v.empty()) return v;
+std::string HostRuntimeDir() {
   if (geteuid() == 0) return "/run/skiff";
   if (auto v = Env("XDG_RUNTIME_DIR"); !v.empty()) return v + "/skiff";
   return "/tmp/skiff-" + std::to_string(geteuid());
+}
+
+std::string RuntimeDir() {
+  if (auto v = Env("SKIFF_RUNTIME_DIR"); !v.empty()) return v;
+  return HostRuntimeDir();
 }
 
 std::string DataDir() {

@@ -70,7 +70,7 @@ TEST(CliColdRun, OneShotRunsLeaveNothingBehind) {
       for (const auto& n : Names(base)) EXPECT_NE(n.rfind(prefix, 0), 0u) << base << "/" << n;
     for (const auto& n : Names(skiff::paths::RuntimeDir() + "/sandboxes"))
       EXPECT_NE(n.rfind(prefix, 0), 0u) << "state dir " << n;
-    for (const auto& n : Names(skiff::paths::RuntimeDir() + "/jail"))
+    for (const auto& n : Names(skiff::paths::HostRuntimeDir() + "/jail"))
       EXPECT_EQ(n.find("live-" + prefix), std::string::npos) << "lock " << n;
     EXPECT_EQ(ReadAll("/proc/self/mountinfo").find(prefix), std::string::npos);
     EXPECT_EQ(ProcessesWith(mark), std::vector<std::string>{});

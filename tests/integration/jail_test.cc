@@ -97,7 +97,10 @@ struct Leftovers {
   bool none() const { return !processes && !cgroups && !state_dir && !live_lock && !host_mount; }
 };
 
-Leftovers LeftoversOf(const json& doctor, const std::string& id, uint64_t uid_base) {
+// `runtime_dir`: that of the skiff which started the sandbox (its state
+// directory lies there; its locks are host-wide).
+Leftovers LeftoversOf(const json& doctor, const std::string& id, uint64_t uid_base,
+                      const std::string& runtime_dir = paths::RuntimeDir()) {
   Leftovers l;
   if (DIR* d = ::opendir("/proc")) {
     while (dirent* e = ::readdir(d)) {
@@ -112,8 +115,8 @@ Leftovers LeftoversOf(const json& doctor, const std::string& id, uint64_t uid_ba
   if (doctor["cgroups"].contains("dirs"))
     for (const auto& d : doctor["cgroups"]["dirs"])
       if (::stat((d.get<std::string>() + "/" + id).c_str(), &st) == 0) ++l.cgroups;
-  l.state_dir = ::stat((paths::RuntimeDir() + "/sandboxes/" + id).c_str(), &st) == 0;
-  l.live_lock = ::stat((paths::RuntimeDir() + "/jail/live-" + id + ".lock").c_str(), &st) == 0;
+  l.state_dir = ::stat((runtime_dir + "/sandboxes/" + id).c_str(), &st) == 0;
+  l.live_lock = ::stat((paths::HostRuntimeDir() + "/jail/live-" + id + ".lock").c_str(), &st) == 0;
   l.host_mount = ReadAll("/proc/self/mountinfo").find(id) != std::string::npos;
   return l;
 }
@@ -225,7 +228,7 @@ class JailTest : public ::testing::Test {
     iso_ = nullptr;
     // The lock files of this process's private uid ranges.
     for (uint32_t i = 0; i < options_.slots; ++i)
-      ::unlink((paths::RuntimeDir() + "/jail/uids-" +
+      ::unlink((paths::HostRuntimeDir() + "/jail/uids-" +
                 std::to_string(uint64_t{options_.uid_base} + uint64_t{i} * 65536) + ".lock")
                    .c_str());
   }
@@ -622,7 +625,8 @@ struct Orphan {
   UniqueFd channel;
 };
 
-Orphan StartOrphan(const JailOptions& options) {
+// `runtime_dir`: the crashed skiff's SKIFF_RUNTIME_DIR, when it had one.
+Orphan StartOrphan(const JailOptions& options, const std::string& runtime_dir = {}) {
   struct Msg {
     pid_t pid;
     uint64_t base;
@@ -632,6 +636,7 @@ Orphan StartOrphan(const JailOptions& options) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return {};
   pid_t daemon = ::fork();
   if (daemon == 0) {
+    if (!runtime_dir.empty()) ::setenv("SKIFF_RUNTIME_DIR", runtime_dir.c_str(), 1);
     JailIsolator iso(options);
     SandboxPolicy p = HostPolicy("orphan");
     auto inst = iso.Start(p);
@@ -662,11 +667,12 @@ Orphan StartOrphan(const JailOptions& options) {
 // An orphan with all its parts still there. Any skiff process starting up
 // meanwhile (a daemon test, a CLI run) cleans up orphans too, so one may
 // vanish before the test gets to it; then another is started.
-Orphan StartIntactOrphan(const json& doctor, const JailOptions& options) {
+Orphan StartIntactOrphan(const json& doctor, const JailOptions& options,
+                         const std::string& runtime_dir = {}) {
   for (int attempt = 0; attempt < 5; ++attempt) {
-    Orphan o = StartOrphan(options);
+    Orphan o = StartOrphan(options, runtime_dir);
     if (o.pid <= 0) break;
-    Leftovers l = LeftoversOf(doctor, o.id, o.base);
+    Leftovers l = LeftoversOf(doctor, o.id, o.base, runtime_dir.empty() ? paths::RuntimeDir() : runtime_dir);
     if (Alive(o.pid) && l.processes >= 1 && l.cgroups >= 1 && l.state_dir) return o;
     std::fprintf(stderr, "orphan %s was cleaned up by another process (%s); starting another\n", o.id.c_str(),
                  l.Describe().c_str());
@@ -684,6 +690,55 @@ TEST_F(JailTest, CleanupOrphansAfterACrash) {
   EXPECT_FALSE(Alive(o.pid));
   Leftovers after = LeftoversOf(doctor_, o.id, o.base);
   EXPECT_TRUE(after.none()) << after.Describe();
+}
+
+// Uid ranges and cgroups are host-wide, so a skiff with a runtime directory
+// of its own (SKIFF_RUNTIME_DIR) shares the jail's locks with every other:
+// it neither takes a running sandbox of another skiff for an orphan nor
+// hands out that sandbox's uid range, and it cleans up what a crashed skiff
+// with yet another runtime directory left, state directory included.
+TEST_F(JailTest, SkiffsWithRuntimeDirectoriesOfTheirOwnKeepApart) {
+  char tmpl[] = "/tmp/skiff-jail-rundir-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string other = tmpl;
+  auto b = Box::Start(*iso_);
+  ASSERT_NE(b, nullptr);
+
+  // Another skiff starts up (cleaning up orphans as every one does) and
+  // runs a sandbox. Its exit code says what it saw.
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("SKIFF_RUNTIME_DIR", other.c_str(), 1);
+    JailIsolator iso(options_);
+    iso.CleanupOrphans();
+    SandboxPolicy p = HostPolicy("other");
+    auto inst = iso.Start(p);
+    if (!inst.ok()) _exit(2);
+    uint64_t base = (*inst)->Describe()["uid_base"].get<uint64_t>();
+    (*inst)->Stop(200ms);
+    _exit(base == b->uid_base ? 3 : 0);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "the other skiff could not start a sandbox";
+  EXPECT_NE(WEXITSTATUS(status), 3) << "the other skiff handed out a uid range in use";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(Alive(b->pid)) << "the other skiff killed a running sandbox as an orphan";
+  EXPECT_EQ(b->Sh("echo ok").out, "ok\n");
+  b->Stop();
+
+  Orphan o = StartIntactOrphan(doctor_, options_, other);
+  ASSERT_GT(o.pid, 0) << "no orphan sandbox survived long enough for this test";
+  iso_->CleanupOrphans();
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (Alive(o.pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(Alive(o.pid));
+  Leftovers after = LeftoversOf(doctor_, o.id, o.base, other);
+  EXPECT_TRUE(after.none()) << after.Describe();
+  ::rmdir((other + "/sandboxes").c_str());
+  EXPECT_EQ(::rmdir(other.c_str()), 0) << "left in " << other << ": " << std::strerror(errno);
 }
 
 TEST_F(JailTest, ACrashedHoldersUidRangeIsClearedBeforeReuse) {

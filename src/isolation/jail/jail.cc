@@ -78,7 +78,7 @@ struct JailIsolator::Shared {
   std::optional<confine::ChildPolicy> confine;
   std::string confine_error;
   std::string subid_error;  // /etc/subuid|subgid unreadable or malformed: no start
-  std::string lock_dir;     // <runtime>/jail
+  std::string lock_dir;     // <host runtime>/jail: seen by every skiff on the host
   std::unique_ptr<jail::UidSlots> slots;
 
   jail::CgroupWarmup warm;  // until the first sandbox init is in its cgroups
@@ -309,7 +309,10 @@ JailIsolator::JailIsolator(JailOptions options) : options_(options) {
   shared_ = std::make_shared<Shared>();
   shared_->options = options;
   shared_->cgroups = jail::Cgroups::Detect();
-  shared_->lock_dir = paths::RuntimeDir() + "/jail";
+  // Uid ranges and cgroups are host-wide, so their locks are too: a skiff
+  // with a runtime directory of its own must neither take another's range
+  // nor take another's running sandboxes for orphans.
+  shared_->lock_dir = paths::HostRuntimeDir() + "/jail";
   auto subids = jail::ReadSubidRanges();
   if (!subids.ok()) shared_->subid_error = subids.error().message();
   std::vector<jail::IdRange> reserved;
@@ -411,6 +414,7 @@ Result<std::unique_ptr<Instance>> JailIsolator::Start(const SandboxPolicy& polic
       return boot(Error::Sys(Code::kS300, "flock", path, errno));  // id in use: not ours to remove
     inst->live_lock_ = std::move(lock);
     inst->live_lock_path_ = path;
+    if (Status st = jail::RecordStateDir(fd, policy.state_dir); !st.ok()) return boot(std::move(st).error());
   }
   {
     auto slot = shared_->slots->Acquire();

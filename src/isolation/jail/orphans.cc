@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "base/file_io.h"
 #include "base/log.h"
 #include "base/scoped_dir.h"
 #include "isolation/jail/cgroup.h"
@@ -28,6 +29,23 @@ bool HeldElsewhere(const std::string& path) {
 
 std::string LiveLockPath(const std::string& lock_dir, const std::string& id) {
   return lock_dir + "/live-" + id + ".lock";
+}
+
+Status RecordStateDir(int fd, const std::string& state_dir) {
+  if (::ftruncate(fd, 0) != 0) return Error::Sys(Code::kS300, "ftruncate", "liveness lock", errno);
+  if (::lseek(fd, 0, SEEK_SET) != 0) return Error::Sys(Code::kS300, "lseek", "liveness lock", errno);
+  return WriteAll(fd, state_dir, "liveness lock");
+}
+
+std::string RecordedStateDir(const std::string& lock_path, const std::string& id) {
+  Result<std::string> text = ReadFile(lock_path, 4096);
+  if (!text.ok()) return {};
+  const std::string suffix = "/sandboxes/" + id;
+  const std::string& dir = *text;
+  if (!SafeName(id, 128) || !CleanAbsolute(dir) || dir.size() <= suffix.size() ||
+      dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  return dir;
 }
 
 void CleanupOrphans(const OrphanScope& scope) {
@@ -66,7 +84,10 @@ void CleanupOrphans(const OrphanScope& scope) {
       while (const dirent* e = d->Next()) {
         std::string id = e->d_name;
         if (e->d_type != DT_DIR || !SafeName(id, 128)) continue;
-        if (!HeldElsewhere(LiveLockPath(scope.lock_dir, id))) ThawCgroupDir(base + "/" + id);
+        if (HeldElsewhere(LiveLockPath(scope.lock_dir, id))) continue;
+        std::string dir = base;
+        dir.append("/").append(id);
+        ThawCgroupDir(dir);
       }
     }
   }
@@ -87,6 +108,10 @@ void CleanupOrphans(const OrphanScope& scope) {
   for (const auto& id : orphan_ids) {
     if (!SafeName(id, 128)) continue;
     SKIFF_LOG(Info) << "jail: removing leftovers of sandbox " << id;
+    // Started by a skiff with a runtime directory of its own, its state
+    // lies there; a lock written before locks recorded it, here.
+    if (std::string recorded = RecordedStateDir(LiveLockPath(scope.lock_dir, id), id); !recorded.empty())
+      RemoveTree(recorded);
     RemoveTree(scope.sandboxes_dir + "/" + id);
     ::unlink(LiveLockPath(scope.lock_dir, id).c_str());
   }
