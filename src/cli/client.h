@@ -1,4 +1,6 @@
-// The CLI's HTTP client of a daemon (libcurl, over TCP or a unix socket).
+// The CLI's HTTP/1.1 client of a daemon, over a unix socket or TCP
+// (Boost.Beast, which the daemon's server uses too: a daemon call loads no
+// library the process has not already mapped).
 #pragma once
 
 #include <cstdio>
@@ -13,7 +15,7 @@ namespace skiff::cli {
 
 struct Endpoint {
   std::string unix_socket;  // "" = TCP
-  std::string base_url;     // "http://127.0.0.1:49134" (host part unused for unix)
+  std::string base_url;     // "http://127.0.0.1:49134[/prefix]" (host part only a header for unix)
   std::string token;        // bearer token, "" = none
 };
 
@@ -26,7 +28,8 @@ class Client {
  public:
   explicit Client(Endpoint ep) : ep_(std::move(ep)) {}
 
-  // Errors here are transport failures (no daemon, connection lost).
+  // Errors here are transport failures (no daemon, connection lost: S300)
+  // or a base URL that is not http:// (S001).
   Result<HttpResponse> Get(const std::string& path, long timeout_secs);
   Result<HttpResponse> Post(const std::string& path, const std::string& body);
   // Streams the response body to `out` when the status is 200; otherwise

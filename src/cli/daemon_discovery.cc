@@ -24,9 +24,12 @@ namespace {
 // The socket a background daemon of this user listens on.
 std::string DefaultSocket() { return paths::RuntimeDir() + "/skiffd.sock"; }
 
-bool Healthy(const Endpoint& ep) {
+// Whether a daemon answers at `ep`. `error`, when given, receives why an
+// endpoint cannot be one at all (a URL that is not plain HTTP: S001).
+bool Healthy(const Endpoint& ep, std::optional<Error>* error = nullptr) {
   Client c(ep);
   auto r = c.Get("/healthz", 3);
+  if (!r.ok() && error != nullptr && r.error().code() == Code::kS001) *error = r.error();
   return r.ok() && (r->status == 200 || r->status == 503);
 }
 
@@ -80,7 +83,9 @@ Result<Endpoint> FindDaemon(const std::string& url_flag, bool autostart) {
       while (!url.empty() && url.back() == '/') url.pop_back();
       ep.base_url = url;
     }
-    if (!Healthy(ep)) {
+    std::optional<Error> bad_url;
+    if (!Healthy(ep, &bad_url)) {
+      if (bad_url) return *bad_url;
       return Error(Code::kS300, "platform failure: sandbox: no skiff daemon answers at " + url);
     }
     return ep;

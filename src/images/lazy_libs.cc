@@ -1,6 +1,6 @@
 // libcurl and libarchive, loaded on first use instead of at process start.
 //
-// Only image pulls and imports (and the CLI's daemon client) use them, but
+// Only image pulls and imports use them, but
 // linked the usual way every `skiff` process mapped and relocated them and
 // their ~30 dependencies (TLS, Kerberos, LDAP, ICU, XML, compressors) before
 // main(): about 8 ms of a ~30 ms cold `skiff run`. The functions skiff calls

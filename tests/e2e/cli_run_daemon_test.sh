@@ -15,10 +15,8 @@ img=host  # the host's own userland: the jail's quickest image
 work=$(mktemp -d)
 unset SKIFF_URL SKIFF_TOKEN SKIFF_RUNTIME_DIR
 # The client finds the daemon on the per-user socket of this runtime
-# directory. Only clients that go to the daemon are given it: the uid ranges
-# and cgroups of jails are the host's, their locks live in the runtime
-# directory, so a backend started with another runtime directory would take
-# other tests' sandboxes for a crashed process's orphans.
+# directory. (A backend started with it shares the host's jail locks, which
+# are host-wide: docs/security.md.)
 rundir=$work/run
 mkdir -p "$rundir"
 sock=$rundir/skiffd.sock
@@ -105,6 +103,29 @@ if [ $rc = 125 ] && [[ "$out" == *"no skiff daemon answers at unix:$work/nobody.
   ok "--url to no daemon: exit 125 and why"
 else
   fail "--url to no daemon: exit $rc: $out"
+fi
+
+out=$("$skiff" run --url "https://127.0.0.1:9" "$img" --isolation "$iso" -- echo never 2>&1)
+rc=$?
+if [ $rc = 125 ] && [[ "$out" == *"S001"*"plain HTTP"* ]] && [[ "$out" != *never* ]]; then
+  ok "--url https://: refused, S001, exit 125"
+else
+  fail "--url https://: exit $rc: $out"
+fi
+
+# A socket file nobody listens on (a daemon that died without removing it)
+# is no daemon: the run is embedded, and says nothing about it.
+stale=$work/stale
+mkdir -p "$stale"
+python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$stale/skiffd.sock"
+before=$(creates)
+out=$(SKIFF_RUNTIME_DIR=$stale "$skiff" run "$img" --isolation "$iso" -- echo embedded 2>&1)
+rc=$?
+after=$(creates)
+if [ $rc = 0 ] && [ "$out" = embedded ] && [ -S "$stale/skiffd.sock" ] && [ "$before" = "$after" ]; then
+  ok "a stale socket: the run is embedded"
+else
+  fail "a stale socket: exit $rc, output $out, daemon creates $before -> $after"
 fi
 
 # Ctrl-C (SIGINT) of a run through the daemon stops its sandbox.
