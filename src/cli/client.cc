@@ -84,15 +84,10 @@ class Exchange {
 
   Status Connect(const Target& t) {
     ErrorCode ec;
-    bool done = false;
     auto deadline = Clock::now() + kConnectTimeout;
     if (!t.unix_socket.empty()) {
-      net::local::stream_protocol::endpoint where(t.unix_socket);
-      sock_.async_connect(net::generic::stream_protocol::endpoint(where), [&](ErrorCode e) {
-        ec = e;
-        done = true;
-      });
-      Await(done, deadline);
+      net::generic::stream_protocol::endpoint where{net::local::stream_protocol::endpoint(t.unix_socket)};
+      ec = Run([&](auto done) { sock_.async_connect(where, std::move(done)); }, deadline);
       if (TimedOut()) return Failed("connecting to " + t.unix_socket + ": timed out");
       if (ec) return Failed("connecting to " + t.unix_socket + ": " + ec.message());
       return OkStatus();
@@ -104,12 +99,8 @@ class Exchange {
     for (const auto& a : addrs) {
       ErrorCode close_ec;
       if (sock_.is_open()) sock_.close(close_ec);
-      done = false;
-      sock_.async_connect(net::generic::stream_protocol::endpoint(a.endpoint()), [&](ErrorCode e) {
-        ec = e;
-        done = true;
-      });
-      Await(done, deadline);
+      net::generic::stream_protocol::endpoint where(a.endpoint());
+      ec = Run([&](auto done) { sock_.async_connect(where, std::move(done)); }, deadline);
       if (!ec) return OkStatus();
       if (TimedOut()) break;
     }
@@ -131,13 +122,7 @@ class Exchange {
   // Writes a whole request held in memory.
   Status Write(http::request<http::string_body>& req) {
     req.prepare_payload();
-    ErrorCode ec;
-    bool done = false;
-    http::async_write(sock_, req, [&](ErrorCode e, size_t) {
-      ec = e;
-      done = true;
-    });
-    Await(done, deadline_);
+    ErrorCode ec = Run([&](auto done) { http::async_write(sock_, req, std::move(done)); }, deadline_);
     if (ec) return Failed("sending the request: " + Why(ec));
     return OkStatus();
   }
@@ -153,13 +138,7 @@ class Exchange {
     req.body().data = nullptr;
     req.body().more = true;
     http::request_serializer<http::buffer_body> sr(req);
-    ErrorCode ec;
-    bool done = false;
-    http::async_write_header(sock_, sr, [&](ErrorCode e, size_t) {
-      ec = e;
-      done = true;
-    });
-    Await(done, deadline_);
+    ErrorCode ec = Run([&](auto done) { http::async_write_header(sock_, sr, std::move(done)); }, deadline_);
     if (ec) return Failed("sending the request: " + Why(ec));
     std::string buf(kChunk, '\0');
     for (;;) {
@@ -168,12 +147,7 @@ class Exchange {
       req.body().data = n ? buf.data() : nullptr;
       req.body().size = n;
       req.body().more = n != 0;
-      done = false;
-      http::async_write(sock_, sr, [&](ErrorCode e, size_t) {
-        ec = e;
-        done = true;
-      });
-      Await(done, deadline_);
+      ec = Run([&](auto done) { http::async_write(sock_, sr, std::move(done)); }, deadline_);
       if (ec == http::error::need_buffer) ec = {};
       if (ec) return Failed("sending the request: " + Why(ec));
       if (n == 0) return OkStatus();
@@ -185,13 +159,8 @@ class Exchange {
     // No limit (a download is as large as the file). Not boost::none: Boost
     // 1.74 compares a length with an empty optional as larger than it.
     parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
-    ErrorCode ec;
-    bool done = false;
-    http::async_read_header(sock_, buf_, parser_, [&](ErrorCode e, size_t) {
-      ec = e;
-      done = true;
-    });
-    Await(done, deadline_);
+    ErrorCode ec =
+        Run([&](auto done) { http::async_read_header(sock_, buf_, parser_, std::move(done)); }, deadline_);
     if (ec) return Failed("reading the response: " + Why(ec));
     return OkStatus();
   }
@@ -205,13 +174,8 @@ class Exchange {
     while (!parser_.is_done()) {
       parser_.get().body().data = chunk.data();
       parser_.get().body().size = chunk.size();
-      ErrorCode ec;
-      bool done = false;
-      http::async_read_some(sock_, buf_, parser_, [&](ErrorCode e, size_t) {
-        ec = e;
-        done = true;
-      });
-      Await(done, deadline_);
+      ErrorCode ec =
+          Run([&](auto done) { http::async_read_some(sock_, buf_, parser_, std::move(done)); }, deadline_);
       if (ec == http::error::need_buffer) ec = {};
       size_t got = chunk.size() - parser_.get().body().size;
       if (got > 0 && !on_bytes(std::string_view(chunk.data(), got))) return OkStatus();
@@ -225,6 +189,20 @@ class Exchange {
   void SetKeepGoing(const std::function<bool()>* k) { keep_going_ = k; }
 
  private:
+  // Starts one operation through `start`, which is handed the completion
+  // handler to pass on, and waits for it (Await); returns its error.
+  template <class Start>
+  ErrorCode Run(Start&& start, std::optional<Clock::time_point> deadline) {
+    ErrorCode ec;
+    bool done = false;
+    std::forward<Start>(start)([&](ErrorCode e, auto&&...) {
+      ec = e;
+      done = true;
+    });
+    Await(done, deadline);
+    return ec;
+  }
+
   // Runs the I/O until the pending operation's handler set `done`. Past
   // `deadline`, or when the caller's keep_going says stop (asked at most
   // once a second, also while nothing arrives), the socket is closed and the
