@@ -1,27 +1,21 @@
-// libcurl and libarchive, loaded on first use instead of at process start.
+// libcurl and libarchive, loaded on first use instead of at process start
+// (base/shared_library.h).
 //
-// Only image pulls and imports use them, but
-// linked the usual way every `skiff` process mapped and relocated them and
-// their ~30 dependencies (TLS, Kerberos, LDAP, ICU, XML, compressors) before
-// main(): about 8 ms of a ~30 ms cold `skiff run`. The functions skiff calls
-// are defined here with the libraries' own prototypes (their headers are
-// included, so the compiler checks every signature); each forwards to the
-// real function, resolved with dlopen/dlsym on the first call. Callers are
-// unchanged. When a library cannot be loaded (or lacks a symbol), the
-// functions that create a handle fail the way the library documents
-// (NULL, CURLE_FAILED_INIT), so no other function can be reached.
-// Programs that link a library themselves (tests) still work: dlsym on the
-// library's own handle never returns these definitions.
+// Only image pulls and imports use them, but linked the usual way every
+// `skiff` process mapped and relocated them and their ~30 dependencies (TLS,
+// Kerberos, LDAP, ICU, XML, compressors) before main(): about 8 ms of a
+// ~30 ms cold `skiff run`. When a library cannot be loaded (or lacks a
+// symbol), the functions that create a handle fail the way the library
+// documents (NULL, CURLE_FAILED_INIT), so no other function can be reached.
 #define CURL_DISABLE_TYPECHECK 1
 #include <archive.h>
 #include <archive_entry.h>
 #include <curl/curl.h>
-#include <dlfcn.h>
 
 #include <cstdarg>
 #include <type_traits>
 
-#include "base/log.h"
+#include "base/shared_library.h"
 
 namespace skiff {
 namespace {
@@ -32,22 +26,8 @@ static_assert(ARCHIVE_VERSION_NUMBER >= 3000000 && ARCHIVE_VERSION_NUMBER < 4000
 constexpr const char* kCurlSoname = "libcurl.so.4";
 constexpr const char* kArchiveSoname = "libarchive.so.13";
 
-void* Open(const char* soname) {
-  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) SKIFF_LOG(Error) << "cannot load " << soname << ": " << ::dlerror();
-  return h;
-}
-
-// Resolves `name` into `*fn`; false (logged) when the library lacks it.
-template <typename Fn>
-bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
-  *fn = reinterpret_cast<Fn>(::dlsym(h, name));
-  if (*fn == nullptr) SKIFF_LOG(Error) << soname << " has no " << name;
-  return *fn != nullptr;
-}
-
-// Each library's functions, listed once: the struct's members and the
-// dlsym calls are both generated from the list.
+// Each library's functions, listed once: the table's members and their
+// resolution are both generated from the list (base/shared_library.h).
 // clang-format off (it reflows X-macro lists differently on every run)
 #define SKIFF_CURL_FUNCTIONS(X) \
   X(curl_global_init)           \
@@ -84,44 +64,32 @@ bool Sym(void* h, const char* soname, const char* name, Fn* fn) {
   X(archive_entry_perm)
 // clang-format on
 
-// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is the member's identifier, not an expression.
-#define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
-#define SKIFF_LAZY_RESOLVE(name) ok = ok && Sym(lib->h, soname, #name, &lib->name);
-
 struct Curl {
-  void* h = nullptr;
   SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_MEMBER)
 };
 
 struct Archive {
-  void* h = nullptr;
   SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_MEMBER)
 };
 
 // Null when the library is unusable. Thread-safe (static initialisation).
 const Curl* LoadCurl() {
-  static const Curl* curl = []() -> const Curl* {
-    auto* lib = new Curl;  // lives for the process, like the library
-    const char* soname = kCurlSoname;
-    lib->h = Open(soname);
-    if (lib->h == nullptr) return nullptr;
-    bool ok = true;
-    SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-    return ok ? lib : nullptr;
-  }();
+  static const Curl* curl =
+      LoadSharedLibrary<Curl>(kCurlSoname, [](void* handle, const char* soname, Curl& table) {
+        bool ok = true;
+        SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_RESOLVE)
+        return ok;
+      });
   return curl;
 }
 
 const Archive* LoadArchive() {
-  static const Archive* archive = []() -> const Archive* {
-    auto* lib = new Archive;
-    const char* soname = kArchiveSoname;
-    lib->h = Open(soname);
-    if (lib->h == nullptr) return nullptr;
-    bool ok = true;
-    SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-    return ok ? lib : nullptr;
-  }();
+  static const Archive* archive =
+      LoadSharedLibrary<Archive>(kArchiveSoname, [](void* handle, const char* soname, Archive& table) {
+        bool ok = true;
+        SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_RESOLVE)
+        return ok;
+      });
   return archive;
 }
 

@@ -1,0 +1,49 @@
+// Shared libraries opened on first use (dlopen) instead of at process start.
+//
+// A library linked the usual way is mapped and relocated, with all of its
+// dependencies, before main() of every process, although only some commands
+// ever reach it. A program that loads one lazily defines the functions it
+// calls with the library's own prototypes (the library's header included,
+// so the compiler checks each signature), each forwarding to the real
+// function through a table that LoadSharedLibrary fills on the first call.
+// Callers are unchanged; a program that links the library itself (a test)
+// still works, as dlsym on the library's own handle never returns the
+// program's definitions.
+#pragma once
+
+namespace skiff {
+
+// dlopen(soname, RTLD_NOW | RTLD_LOCAL): null, logged with the loader's
+// reason, when the library cannot be loaded.
+void* OpenSharedLibrary(const char* soname);
+
+// The address of `name` in the library `handle`: null, logged, when it has none.
+void* ResolveSymbol(void* handle, const char* soname, const char* name);
+
+// Opens `soname` and fills a new Table (a struct with one function pointer
+// per function the program forwards) with `resolve(handle, soname, table)`,
+// which returns false when a symbol is missing. Null when either fails. The
+// table lives for the process, as the library does.
+template <typename Table, typename Resolve>
+const Table* LoadSharedLibrary(const char* soname, Resolve resolve) {
+  void* handle = OpenSharedLibrary(soname);
+  if (handle == nullptr) return nullptr;
+  auto* table = new Table;  // NOLINT(cppcoreguidelines-owning-memory): lives for the process
+  if (!resolve(handle, soname, *table)) {
+    delete table;  // NOLINT(cppcoreguidelines-owning-memory)
+    return nullptr;
+  }
+  return table;
+}
+
+}  // namespace skiff
+
+// The table's members and their resolution, generated from one X-macro list
+// of function names: `FUNCTIONS(SKIFF_LAZY_MEMBER)` inside the struct, and
+// `bool ok = true; FUNCTIONS(SKIFF_LAZY_RESOLVE) return ok;` in the resolver
+// (whose parameters are named handle, soname and table).
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is the member's identifier, not an expression.
+#define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
+#define SKIFF_LAZY_RESOLVE(name)                                   \
+  ok = ok && (table.name = reinterpret_cast<decltype(table.name)>( \
+                  ::skiff::ResolveSymbol(handle, soname, #name))) != nullptr;
