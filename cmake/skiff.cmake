@@ -59,13 +59,14 @@ endfunction()
 # skiff_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT s])
 # Labels: unit | integration | e2e, plus what the test needs: needs_root, needs_qemu, needs_kvm.
 # RUN_SERIAL: for tests that count host-wide state (processes, mounts, cgroups).
+# Every test links skiff_test_support (tests/support: "support/temp_dir.h").
 function(skiff_test)
   cmake_parse_arguments(T "RUN_SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
   add_executable(${T_NAME} ${T_SRCS})
-  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} skiff_test_support GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${T_NAME} PRIVATE
     SKIFF_SOURCE_DIR="${PROJECT_SOURCE_DIR}" SKIFF_BINARY_DIR="${PROJECT_BINARY_DIR}")
   set(serial FALSE)

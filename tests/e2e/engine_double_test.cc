@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,9 +29,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
-#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -49,6 +46,7 @@
 #include "base/text.h"
 #include "channel_client.h"
 #include "engine_double.h"
+#include "support/temp_dir.h"
 #include "test_ca.h"
 
 namespace skiff::e2e {
@@ -316,27 +314,6 @@ bool WaitUnregistered(EngineDouble& eng, const std::string& ns, const std::strin
   }
   return false;
 }
-
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/engine-double-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A TLS client context that trusts only the CA in `ca_file`.
 std::unique_ptr<net::ssl::context> Trusting(const std::string& ca_file) {
@@ -771,7 +748,7 @@ TEST(EngineDoubleTest, Legacy022LastRegistrantWins) {
 }
 
 TEST(EngineDoubleTest, TlsServesWssToAClientThatTrustsTheCa) {
-  TempDir dir;
+  testing_support::TempDir dir("engine-double");
   TestCa ca = MakeTestCa(dir.path());
   EngineDoubleOptions o;
   o.tls_cert_file = ca.server_cert_file;
@@ -800,7 +777,7 @@ TEST(EngineDoubleTest, TlsServesWssToAClientThatTrustsTheCa) {
 }
 
 TEST(EngineDoubleTest, TlsRefusesAClientThatDoesNotTrustTheCa) {
-  TempDir dir, other_dir;
+  testing_support::TempDir dir("engine-double"), other_dir("engine-double");
   TestCa ca = MakeTestCa(dir.path());
   TestCa other = MakeTestCa(other_dir.path());
   EngineDoubleOptions o;
@@ -1489,7 +1466,7 @@ TEST(EngineDoubleTest, ChannelsOnTheRbacListenerNeedNoAuthAndNoExposeRule) {
 }
 
 TEST(EngineDoubleTest, ChannelsOverWss) {
-  TempDir dir;
+  testing_support::TempDir dir("engine-double");
   TestCa ca = MakeTestCa(dir.path());
   EngineDoubleOptions o;
   o.tls_cert_file = ca.server_cert_file;

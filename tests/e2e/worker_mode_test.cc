@@ -12,7 +12,6 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -20,6 +19,7 @@
 #include "channel_client.h"
 #include "daemon_harness.h"
 #include "engine_double.h"
+#include "support/temp_dir.h"
 #include "test_ca.h"
 
 namespace skiff::e2e {
@@ -578,17 +578,6 @@ TEST(WorkerModeTest, BadOrUselessNamespacesAreConfigErrors) {
   EXPECT_THAT(file.Log(), HasSubstr("iii_namespace"));
 }
 
-// A directory of the test's own, removed at the end.
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/skiff-wss-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
-    path = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
-
 // Waits for `text` in the daemon's log (an event, not a timing claim).
 bool LogShows(Daemon& d, const std::string& text, std::chrono::seconds within = 30s) {
   auto end = std::chrono::steady_clock::now() + within;
@@ -603,8 +592,8 @@ bool LogShows(Daemon& d, const std::string& text, std::chrono::seconds within = 
 // engine's certificate must chain to the configured CA and name the host.
 TEST(WorkerModeTest, JoinsAWssEngineItsCaVouchesFor) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  TempDir dir;
-  TestCa ca = MakeTestCa(dir.path);
+  testing_support::TempDir dir("wss");
+  TestCa ca = MakeTestCa(dir.path());
   EngineDouble::Options o;
   o.tls_cert_file = ca.server_cert_file;
   o.tls_key_file = ca.server_key_file;
@@ -624,9 +613,9 @@ TEST(WorkerModeTest, JoinsAWssEngineItsCaVouchesFor) {
 
 TEST(WorkerModeTest, AWssEngineNotVouchedForIsNeverJoined) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  TempDir dir, other_dir;
-  TestCa ca = MakeTestCa(dir.path);
-  TestCa other = MakeTestCa(other_dir.path);
+  testing_support::TempDir dir("wss"), other_dir("wss");
+  TestCa ca = MakeTestCa(dir.path());
+  TestCa other = MakeTestCa(other_dir.path());
   EngineDouble::Options o;
   o.tls_cert_file = ca.server_cert_file;
   o.tls_key_file = ca.server_key_file;
@@ -661,9 +650,9 @@ TEST(WorkerModeTest, AWssEngineNotVouchedForIsNeverJoined) {
 // at start, not a worker that silently never connects.
 TEST(WorkerModeTest, EngineLinkMistakesAreConfigErrors) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  TempDir dir;
+  testing_support::TempDir dir("wss");
   auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
-    std::string path = dir.path + "/" + name;
+    std::string path = dir / name;
     std::ofstream(path) << text;
     ::chmod(path.c_str(), mode);
     return path;

@@ -20,10 +20,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "protocol/client.h"
+#include "support/temp_dir.h"
 
 namespace skiff::agent_test {
 
@@ -64,7 +66,7 @@ class AgentSandbox {
       int st;
       ::waitpid(outer_, &st, 0);
     }
-    if (!root_.empty()) ::rmdir(root_.c_str());
+    root_.reset();  // empty here: the sandbox's tmpfs is mounted in its own namespace only
     if (!cgroup_.empty()) {
       for (int i = 0; i < 50 && ::rmdir(cgroup_.c_str()) < 0 && errno == EBUSY; ++i) ::usleep(20000);
     }
@@ -242,14 +244,15 @@ class AgentSandbox {
   AgentSandbox() = default;
 
   bool Launch(const SandboxOptions& opt) {
-    char tmpl[] = "/tmp/skiff-agent-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
+    try {
+      root_.emplace("agent-test");
+    } catch (const std::runtime_error& e) {
+      ADD_FAILURE() << e.what();
       return false;
     }
-    root_ = tmpl;
+    const std::string& r = root_->path();
     if (opt.pids_max > 0) {
-      cgroup_ = "/sys/fs/cgroup/pids/" + std::string(tmpl + 5);
+      cgroup_ = "/sys/fs/cgroup/pids/" + r.substr(r.rfind('/') + 1);  // named as the root is
       if (::mkdir(cgroup_.c_str(), 0755) < 0) {
         cgroup_.clear();
         ADD_FAILURE() << "cannot create a pids cgroup";
@@ -268,7 +271,6 @@ class AgentSandbox {
     if (::pipe2(pidpipe, O_CLOEXEC) < 0) return false;
 
     // Everything the children need, prepared before fork.
-    std::string r = root_;
     std::string usr = r + "/usr", proc = r + "/proc", tmp = r + "/tmp", dev = r + "/dev",
                 devnull = r + "/dev/null", pts = r + "/dev/pts", ptmx = r + "/dev/ptmx", etc = r + "/etc",
                 mnt2 = r + "/mnt2", root_dir = r + "/root";
@@ -366,7 +368,8 @@ class AgentSandbox {
     return true;
   }
 
-  std::string root_, cgroup_;
+  std::optional<testing_support::TempDir> root_;
+  std::string cgroup_;
   pid_t outer_ = -1, agent_pid_ = -1;
   std::shared_ptr<proto::Client> client_;
 };

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "images/recipe.h"
 #include "images/store.h"
 #include "sandbox/backends.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -70,11 +72,10 @@ class ImageLeaseTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "the jail backend needs root on this host";
     if (!fs::exists("/bin/busybox")) GTEST_SKIP() << "needs busybox-static";
     setenv("SKIFF_AGENT", SKIFF_BINARY_DIR "/cmd/skiff-agent/skiff-agent", 1);
-    std::string tmpl = (fs::temp_directory_path() / "skiff-lease-test.XXXXXX").string();
-    dir_ = ::mkdtemp(tmpl.data());
+    dir_.emplace("lease-test");
     // The jail's unprivileged ids must traverse down to the rootfs.
-    ::chmod(dir_.c_str(), 0711);
-    store_root_ = dir_ + "/images";
+    ::chmod(dir_->path().c_str(), 0711);
+    store_root_ = *dir_ / "images";
   }
   void TearDown() override {
     if (child_ > 0) {
@@ -87,7 +88,7 @@ class ImageLeaseTest : public ::testing::Test {
     Config cfg;
     cfg.isolation = "jail";
     if (auto m = MakeSandboxManager(cfg); m.ok()) (*m)->Shutdown();
-    if (!dir_.empty()) fs::remove_all(dir_);
+    dir_.reset();
   }
 
   std::unique_ptr<SandboxManager> Manager(Config cfg) {
@@ -102,7 +103,7 @@ class ImageLeaseTest : public ::testing::Test {
   // mgr_ with custom image "tiny" (a docker-save archive of the tiny
   // rootfs, auto-installed on first create); returns the image's digest.
   std::string UseTinyImage() {
-    std::string archive = dir_ + "/tiny.tar";
+    std::string archive = *dir_ / "tiny.tar";
     std::string digest = Sha256Hex(MakeArchive(archive));
     Config c;
     c.custom_images = {{"tiny", archive}};
@@ -112,7 +113,7 @@ class ImageLeaseTest : public ::testing::Test {
 
   // A docker-save archive of the tiny rootfs; returns its config bytes.
   std::string MakeArchive(const std::string& out) {
-    std::string stage = dir_ + "/stage", rootfs = stage + "/rootfs";
+    std::string stage = *dir_ / "stage", rootfs = stage + "/rootfs";
     MakeTinyRootfs(rootfs);
     std::string layer = stage + "/layer.tar";
     EXPECT_EQ(std::system(("tar -C " + rootfs + " -cf " + layer + " .").c_str()), 0);
@@ -134,7 +135,8 @@ class ImageLeaseTest : public ::testing::Test {
     return cfg;
   }
 
-  std::string dir_, store_root_;
+  std::optional<testing_support::TempDir> dir_;  // made once the test is not skipped
+  std::string store_root_;
   pid_t child_ = -1;
   std::unique_ptr<SandboxManager> mgr_;
 };
@@ -160,7 +162,7 @@ TEST_F(ImageLeaseTest, SandboxInAnotherProcessKeepsItsImageUntilKilled) {
   ASSERT_TRUE(store.SetCurrent("base", d).ok());
   EXPECT_FALSE(store.InUse(d));
 
-  std::string log = dir_ + "/run.log";
+  std::string log = *dir_ / "run.log";
   child_ = ::fork();
   ASSERT_GE(child_, 0);
   if (child_ == 0) {

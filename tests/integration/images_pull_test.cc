@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -27,6 +28,7 @@
 #include "images/oci.h"
 #include "images/store.h"
 #include "sandbox/config.h"
+#include "support/temp_dir.h"
 
 namespace skiff::images {
 namespace {
@@ -130,8 +132,8 @@ class PullTest : public ::testing::Test {
       GTEST_SKIP() << "needs Debian's docker-registry and skopeo (apt-get install docker-registry "
                       "skopeo)";
     }
-    std::string tmpl = (fs::temp_directory_path() / "skiff-pull-test.XXXXXX").string();
-    dir_ = ::mkdtemp(tmpl.data());
+    tmp_.emplace("pull-test");
+    dir_ = tmp_->path();
     port_ = FreePort();
     Spit(dir_ + "/registry.yml",
          "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
@@ -156,7 +158,7 @@ class PullTest : public ::testing::Test {
       ::kill(pid_, SIGTERM);
       ::waitpid(pid_, nullptr, 0);
     }
-    if (!dir_.empty()) fs::remove_all(dir_);
+    tmp_.reset();
   }
 
   // Writes an OCI image layout directory and returns the config bytes.
@@ -206,6 +208,7 @@ class PullTest : public ::testing::Test {
     return cfg;
   }
 
+  std::optional<testing_support::TempDir> tmp_;  // made once the test is not skipped
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

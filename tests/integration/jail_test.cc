@@ -25,6 +25,7 @@
 #include "base/text.h"
 #include "images/catalog.h"
 #include "protocol/client.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -698,9 +699,8 @@ TEST_F(JailTest, CleanupOrphansAfterACrash) {
 // hands out that sandbox's uid range, and it cleans up what a crashed skiff
 // with yet another runtime directory left, state directory included.
 TEST_F(JailTest, SkiffsWithRuntimeDirectoriesOfTheirOwnKeepApart) {
-  char tmpl[] = "/tmp/skiff-jail-rundir-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string other = tmpl;
+  testing_support::TempDir rundir("jail-rundir");
+  const std::string& other = rundir.path();
   auto b = Box::Start(*iso_);
   ASSERT_NE(b, nullptr);
 

@@ -14,6 +14,7 @@
 #include "base/paths.h"
 #include "footprint.h"
 #include "sandbox/backends.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -326,12 +327,11 @@ TEST_F(SandboxTest, PauseStopsEveryProcessAndResumeContinuesThem) {
 // snapshots stack, forks are independent copies, a snapshot in use cannot
 // be deleted, and nothing is left once they are gone.
 TEST_F(SandboxTest, SnapshotsAndForksCarryTheFilesAndLeaveNothing) {
-  char root[] = "/tmp/skiff-snaps-XXXXXX";
-  ASSERT_NE(::mkdtemp(root), nullptr);
+  TempDir root("snaps");
   Config cfg;
   cfg.allow_all_images = true;
   cfg.isolation = "jail";
-  cfg.snapshot_dir = std::string(root) + "/store";
+  cfg.snapshot_dir = root / "store";
   mgr_.reset();
   auto m = MakeSandboxManager(cfg);
   ASSERT_TRUE(m.ok()) << m.error().ToString();
@@ -418,8 +418,7 @@ TEST_F(SandboxTest, SnapshotsAndForksCarryTheFilesAndLeaveNothing) {
     if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++left;
   ::closedir(d);
   EXPECT_EQ(left, 0) << "every snapshot's files are gone, the fork's included";
-  mgr_.reset();
-  EXPECT_EQ(std::system(("rm -rf '" + std::string(root) + "'").c_str()), 0);
+  mgr_.reset();  // before `root` goes
 }
 
 TEST_F(SandboxTest, AStopOfAPausedSandboxKillsItAndLeavesNothing) {

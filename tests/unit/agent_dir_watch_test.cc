@@ -5,7 +5,6 @@
 // the refusals of what cannot be watched.
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 #include "agent/dir_watch.h"
 #include "protocol/fs_watch_messages.h"
+#include "support/temp_dir.h"
 
 namespace skiff::agent {
 namespace {
@@ -26,13 +26,6 @@ namespace fs = std::filesystem;
 
 class DirWatchTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-dirwatch-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   static void Touch(const fs::path& p, const std::string& text = "x") { std::ofstream(p) << text; }
 
   // Every event the watch reports within `ms` of quiet, as "type name".
@@ -65,7 +58,8 @@ class DirWatchTest : public ::testing::Test {
     return false;
   }
 
-  fs::path dir_;
+  testing_support::TempDir tmp_{"dirwatch"};
+  fs::path dir_ = tmp_.path();
 };
 
 TEST_F(DirWatchTest, ReportsCreateWriteChmodRenameAndRemoveByName) {

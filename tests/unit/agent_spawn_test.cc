@@ -10,34 +10,27 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "agent/spawn.h"
 #include "agent/spawn_failure.h"
 #include "base/child_report.h"
+#include "support/temp_dir.h"
 
 namespace skiff::agent {
 namespace {
 
 class AgentSpawn : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-spawn-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
   void TearDown() override {
     // A failed spawn leaves its child (exit 127) to the agent's reaper.
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    std::filesystem::remove_all(dir_);
   }
 
   std::string File(const std::string& name, const std::string& text, mode_t mode) {
-    std::string path = dir_ + "/" + name;
+    std::string path = dir_ / name;
     std::ofstream(path) << text;
     EXPECT_EQ(::chmod(path.c_str(), mode), 0);
     return path;
@@ -50,7 +43,7 @@ class AgentSpawn : public ::testing::Test {
     return req;
   }
 
-  std::string dir_;
+  testing_support::TempDir dir_{"spawn-test"};
 };
 
 std::string ReadAll(int fd) {
@@ -126,7 +119,7 @@ TEST_F(AgentSpawn, AMissingProgramIs127) {
   EXPECT_FALSE(o->started);
   EXPECT_EQ(o->failure.exit_code, 127);
   EXPECT_EQ(o->failure.stderr_text, "exec: no-such-program-xyz: not found\n");
-  o = Spawn(Request({dir_ + "/missing"}), nullptr);
+  o = Spawn(Request({dir_ / "missing"}), nullptr);
   ASSERT_TRUE(o.ok()) << o.error().message();
   EXPECT_EQ(o->failure.exit_code, 127);
 }
@@ -164,8 +157,8 @@ TEST_F(AgentSpawn, AWorkdirTheChildCannotEnterIsAnFsError) {
   // fails for want of search permission, and its report must come back as
   // the workdir's fs error. Root passes every permission check, so the
   // spawn runs in a forked process that has become nobody first.
-  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
-  std::string locked = dir_ + "/locked";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  std::string locked = dir_ / "locked";
   ASSERT_EQ(::mkdir(locked.c_str(), 0), 0);
   ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
   pid_t pid = ::fork();

@@ -2,12 +2,12 @@
 // /proc/meminfo parsed, statfs summed over "/" and a separate /tmp, and the
 // whole read on this machine.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "agent/system_usage.h"
+#include "support/temp_dir.h"
 
 namespace skiff::agent {
 namespace {
@@ -67,8 +67,8 @@ TEST(AgentSystemUsage, MeminfoUsedIsTotalLessAvailable) {
 }
 
 TEST(AgentSystemUsage, DiskAddsTmpOnlyWhenItIsItsOwnMount) {
-  char dir[] = "/tmp/skiff-usage-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  testing_support::TempDir tmp("usage");
+  const std::string& dir = tmp.path();
   auto one = ReadDiskUse(dir, "");
   ASSERT_TRUE(one.ok()) << one.error().ToString();
   EXPECT_GT(one->total_bytes, 0u);
@@ -80,8 +80,7 @@ TEST(AgentSystemUsage, DiskAddsTmpOnlyWhenItIsItsOwnMount) {
   // /proc is another filesystem: counted (its size is 0, but it is read).
   auto other = ReadDiskUse(dir, "/proc");
   ASSERT_TRUE(other.ok()) << other.error().ToString();
-  EXPECT_FALSE(ReadDiskUse(std::string(dir) + "/missing", "").ok());
-  ::rmdir(dir);
+  EXPECT_FALSE(ReadDiskUse(tmp / "missing", "").ok());
 }
 
 TEST(AgentSystemUsage, ThisMachineAnswersAValidResult) {

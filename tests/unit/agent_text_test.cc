@@ -1,7 +1,6 @@
 // Pure helpers of the agent: globs, sed replacement expansion, line
 // splitting, UTF-8 cuts, mode strings, path pieces.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 
 #include "agent/spawn.h"
 #include "agent/text_util.h"
+#include "support/temp_dir.h"
 
 namespace skiff::agent {
 namespace {
@@ -158,8 +158,8 @@ TEST(AgentText, LinkTargetPath) {
 
 // An image's User, resolved against its own /etc/passwd and /etc/group.
 TEST(AgentUser, ResolvesNamesIdsAndGroups) {
-  char tmpl[] = "/tmp/skiff-user-test.XXXXXX";
-  std::string etc = ::mkdtemp(tmpl);
+  testing_support::TempDir tmp("user-test");
+  const std::string& etc = tmp.path();
   std::ofstream(etc + "/passwd") << "root:x:0:0:root:/root:/bin/sh\n# comment\n"
                                     "broken:x:nope:1::/:\napp:x:1234:2345:App:/work:/bin/sh\n";
   std::ofstream(etc + "/group") << "root:x:0:\napp:x:2345:\nextra:x:3000:root,app\n"
@@ -199,7 +199,6 @@ TEST(AgentUser, ResolvesNamesIdsAndGroups) {
   std::filesystem::remove(etc + "/passwd");
   EXPECT_TRUE(ResolveUser("1000", etc).ok());
   EXPECT_FALSE(ResolveUser("app", etc).ok());
-  std::filesystem::remove_all(etc);
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
+
+#include "support/temp_dir.h"
 
 namespace skiff::api {
 namespace {
@@ -17,15 +18,8 @@ using ::testing::HasSubstr;
 
 class EngineLinkOptionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-link-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& text, mode_t mode) {
-    std::string path = dir_ + "/" + name;
+    std::string path = dir_ / name;
     std::ofstream(path) << text;
     ::chmod(path.c_str(), mode);
     return path;
@@ -37,7 +31,7 @@ class EngineLinkOptionsTest : public ::testing::Test {
     return r.ok() ? "" : r.error().message();
   }
 
-  std::string dir_;
+  testing_support::TempDir dir_{"link"};
 };
 
 TEST_F(EngineLinkOptionsTest, LoopbackWsNeedsNoTls) {
@@ -58,11 +52,11 @@ TEST_F(EngineLinkOptionsTest, WssGetsAVerifyingContext) {
 TEST_F(EngineLinkOptionsTest, PlainWsAcrossANetworkIsRefused) {
   EXPECT_THAT(ErrorOf("ws://10.1.2.3:49135", std::nullopt, std::nullopt), HasSubstr("use wss://"));
   EXPECT_THAT(ErrorOf("http://127.0.0.1:1", std::nullopt, std::nullopt), HasSubstr("engine_url"));
-  EXPECT_THAT(ErrorOf("ws://127.0.0.1:1", dir_ + "/ca.pem", std::nullopt), HasSubstr("engine_ca_file"));
+  EXPECT_THAT(ErrorOf("ws://127.0.0.1:1", dir_ / "ca.pem", std::nullopt), HasSubstr("engine_ca_file"));
 }
 
 TEST_F(EngineLinkOptionsTest, BadCaFilesAreNamed) {
-  EXPECT_THAT(ErrorOf("wss://e", dir_ + "/missing.pem", std::nullopt), HasSubstr("missing.pem"));
+  EXPECT_THAT(ErrorOf("wss://e", dir_ / "missing.pem", std::nullopt), HasSubstr("missing.pem"));
   std::string junk = Write("junk.pem", "not a certificate\n", 0644);
   EXPECT_THAT(ErrorOf("wss://e", junk, std::nullopt), HasSubstr("engine_ca_file"));
 }
@@ -82,8 +76,8 @@ TEST_F(EngineLinkOptionsTest, TheCredentialIsReadOnceAndGuarded) {
               HasSubstr("one line"));
   EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, Write("big", std::string(5000, 'a'), 0600)),
               HasSubstr("4096"));
-  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, dir_), HasSubstr("not a regular file"));
-  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, dir_ + "/nope"), HasSubstr("cannot read"));
+  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, dir_.path()), HasSubstr("not a regular file"));
+  EXPECT_THAT(ErrorOf("ws://localhost:1", std::nullopt, dir_ / "nope"), HasSubstr("cannot read"));
 }
 
 }  // namespace

@@ -18,7 +18,6 @@
 #include "base/fd_pair.h"
 #include "base/file_io.h"
 #include "base/find_executable.h"
-#include "base/fs_util.h"
 #include "base/json_limits.h"
 #include "base/log.h"
 #include "base/pidfd.h"
@@ -26,22 +25,18 @@
 #include "base/subprocess.h"
 #include "base/text.h"
 #include "base/thread.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
 
-class TempDir : public ::testing::Test {
+class InTempDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-base-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { (void)RemoveTree(dir_); }
-  std::string dir_;
+  testing_support::TempDir tmp_{"base-test"};
+  std::string dir_ = tmp_.path();
 };
 
-using FileIo = TempDir;
+using FileIo = InTempDir;
 
 TEST_F(FileIo, WriteThenReadRoundTrips) {
   std::string p = dir_ + "/f";
@@ -121,7 +116,7 @@ TEST_F(FileIo, WriteKnobNeverCreatesAndNamesTheValueOnFailure) {
   EXPECT_NE(full.error().message().find("/dev/full <- x"), std::string::npos) << full.error().message();
 }
 
-using FindExecutableTest = TempDir;
+using FindExecutableTest = InTempDir;
 
 TEST_F(FindExecutableTest, SearchesThePathInOrderAndSkipsNonExecutables) {
   ASSERT_TRUE(MakeDirs(dir_ + "/one").ok());

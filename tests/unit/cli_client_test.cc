@@ -16,13 +16,13 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
-#include "base/fs_util.h"
 #include "base/unique_fd.h"
+#include "support/temp_dir.h"
 
 namespace skiff::cli {
 namespace {
@@ -56,10 +56,8 @@ class OneShotServer {
   // On a unix socket in a directory of its own.
   static std::unique_ptr<OneShotServer> Unix(Answer answer) {
     auto s = std::unique_ptr<OneShotServer>(new OneShotServer(std::move(answer)));
-    char tmpl[] = "/tmp/skiff-cli-client-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return nullptr;
-    s->dir_ = tmpl;
-    s->ep_.unix_socket = s->dir_ + "/d.sock";
+    s->dir_.emplace("cli-client");
+    s->ep_.unix_socket = *s->dir_ / "d.sock";
     s->ep_.base_url = "http://localhost";
     s->listener_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
@@ -87,7 +85,6 @@ class OneShotServer {
 
   ~OneShotServer() {
     if (thread_.joinable()) thread_.join();
-    if (!dir_.empty()) (void)RemoveTree(dir_);
   }
 
   Endpoint endpoint() const { return ep_; }
@@ -120,7 +117,7 @@ class OneShotServer {
 
   Answer answer_;
   Endpoint ep_;
-  std::string dir_;
+  std::optional<testing_support::TempDir> dir_;  // Unix() only
   UniqueFd listener_;
   std::thread thread_;
   Request req_;

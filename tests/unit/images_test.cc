@@ -26,6 +26,7 @@
 #include "images/recipe.h"
 #include "images/store.h"
 #include "sandbox/config.h"
+#include "support/temp_dir.h"
 
 namespace skiff::images {
 namespace {
@@ -33,19 +34,7 @@ namespace fs = std::filesystem;
 
 // ---------- helpers ----------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "skiff-images-test.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
-
- private:
-  std::string path_;
-};
+using testing_support::TempDir;
 
 struct TarEntry {
   enum Kind { kFile, kDir, kSymlink, kHardlink, kCharDev, kBlockDev, kFifo } kind = kFile;
@@ -276,7 +265,7 @@ TEST(Recipe, CodeInterpreterPinsItsServerAndDeclaresTheService) {
 }
 
 TEST(Store, ServicesSurviveImageJsonAndOldEntriesHaveNone) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir.path());
   std::string d1 = Sha256Hex("svc"), d2 = Sha256Hex("plain");
   auto tmp = store.MakeTemp(d1);
@@ -395,7 +384,7 @@ void FakeInstall(const Store& store, const std::string& name, const std::string&
 }
 
 TEST(Store, CommitReadCurrentAndGc) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir.path());
   std::string d1 = Sha256Hex("one"), d2 = Sha256Hex("two");
   EXPECT_FALSE(store.Read(d1));
@@ -431,7 +420,7 @@ TEST(Store, CommitReadCurrentAndGc) {
 }
 
 TEST(Store, LockIsExclusive) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir.path());
   std::string d = Sha256Hex("lock");
   std::atomic<int> inside{0}, max_inside{0};
@@ -457,7 +446,7 @@ TEST(Store, LockIsExclusive) {
 // A sandbox's lease, held by another process: gc and rm leave the entry
 // alone until the holder dies (SIGKILL: no cleanup code runs).
 TEST(Store, LeaseOfAnotherProcessKeepsTheEntryUntilItDies) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir.path());
   std::string d1 = Sha256Hex("leased"), d2 = Sha256Hex("other");
   FakeInstall(store, "app", d1);
@@ -516,7 +505,7 @@ TEST(Store, LeaseOfAnotherProcessKeepsTheEntryUntilItDies) {
 
 // A lease on an entry that is gone fails instead of handing out its paths.
 TEST(Store, LeaseOfAMissingEntryFails) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir.path());
   std::string d = Sha256Hex("missing");
   EXPECT_FALSE(store.Lease(d).ok());
@@ -532,7 +521,7 @@ TEST(Store, LeaseOfAMissingEntryFails) {
 // ---------- catalog ----------
 
 TEST(Catalog, OrderAllowedInstalled) {
-  TempDir dir;
+  TempDir dir("images-test");
   Config c;
   c.images_dir = dir.path();
   c.custom_images = {{"zeta", "/nonexistent/zeta.tar"}, {"alpha", "registry.example/alpha:1"}};
@@ -573,7 +562,7 @@ TEST(Catalog, OrderAllowedInstalled) {
 }
 
 TEST(Catalog, ResolveInstalledAndErrors) {
-  TempDir dir;
+  TempDir dir("images-test");
   Config c;
   c.images_dir = dir.path();
   c.allow_all_images = true;
@@ -633,7 +622,7 @@ TEST(Catalog, ResolveInstalledAndErrors) {
 
 // What Resolve hands out is leased until the caller drops it.
 TEST(Catalog, ResolvedImageHoldsALease) {
-  TempDir dir;
+  TempDir dir("images-test");
   Config c;
   c.images_dir = dir.path();
   c.allow_all_images = true;
@@ -689,7 +678,7 @@ class LayerTest : public ::testing::Test {
       EXPECT_TRUE(n == "rootfs" || n == "outside" || n.starts_with("layer")) << n;
     }
   }
-  TempDir dir_;
+  TempDir dir_{"images-test"};
   std::string root_, outside_;
   int n_ = 0;
 };
@@ -950,7 +939,7 @@ std::string OciLayout(const BuiltImage& img, const std::string& out, bool corrup
 }
 
 TEST(Import, DockerSaveAndOciLayoutGiveTheSameImage) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir / "store");
   BuiltImage img = MakeImage(dir);
   auto d = ImportArchive(store, "fromdocker", DockerSave(dir, img, dir / "docker.tar"));
@@ -984,7 +973,7 @@ TEST(Import, DockerSaveAndOciLayoutGiveTheSameImage) {
 }
 
 TEST(Import, AutoInstallImportsAnArchiveOnFirstResolve) {
-  TempDir dir;
+  TempDir dir("images-test");
   BuiltImage img = MakeImage(dir);
   Config c;
   c.images_dir = dir / "store";
@@ -1011,7 +1000,7 @@ void ExpectOneEntryAndNoTemp(const fs::path& store) {
 }
 
 TEST(Import, ConcurrentImportsOfOneImageBuildOnce) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir / "store");
   BuiltImage img = MakeImage(dir);
   std::string tar = DockerSave(dir, img, dir / "img.tar");
@@ -1030,7 +1019,7 @@ TEST(Import, ConcurrentImportsOfOneImageBuildOnce) {
 // Concurrent first uses through the catalog (auto-install) build once: one
 // caller applies the layers, the others wait on the lock and reuse it.
 TEST(Import, ConcurrentFirstResolvesBuildOnce) {
-  TempDir dir;
+  TempDir dir("images-test");
   BuiltImage img = MakeImage(dir);
   std::string tar = DockerSave(dir, img, dir / "app.tar");
   std::mutex mu;
@@ -1067,7 +1056,7 @@ TEST(Import, ConcurrentFirstResolvesBuildOnce) {
 // is never used: with auto_install off the image is not installed, with it
 // on the image is built afresh over the leftover.
 TEST(Catalog, HalfBuiltImageIsNeverUsed) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir / "store");
   ASSERT_TRUE(store.Init().ok());
   std::string digest = PresetRecipe("base")->digest;
@@ -1110,7 +1099,7 @@ TEST(Catalog, HalfBuiltImageIsNeverUsed) {
 }
 
 TEST(Import, VerificationFailuresInstallNothing) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir / "store");
   BuiltImage bad = MakeImage(dir, /*break_diff_id=*/true);
   auto r = ImportArchive(store, "bad", DockerSave(dir, bad, dir / "bad.tar"));
@@ -1130,7 +1119,7 @@ TEST(Import, VerificationFailuresInstallNothing) {
 }
 
 TEST(Import, HostileOuterArchiveIsRefused) {
-  TempDir dir;
+  TempDir dir("images-test");
   Store store(dir / "store");
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
@@ -1174,7 +1163,7 @@ class HostStampTest : public ::testing::Test {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past a coarse clock tick
   }
   static constexpr const char* kHash = "0123456789abcdef";
-  TempDir dir;
+  TempDir dir{"images-test"};
   std::vector<std::string> watched;
   std::string stamp;
 };

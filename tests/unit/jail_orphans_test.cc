@@ -5,14 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "base/file_io.h"
-#include "base/fs_util.h"
 #include "base/unique_fd.h"
 #include "isolation/jail/orphans.h"
+#include "support/temp_dir.h"
 
 namespace skiff::jail {
 namespace {
@@ -21,21 +20,14 @@ constexpr const char* kId = "0b6c9c3e-5a41-4d4e-9d36-0f5a1c2b3d4e";
 
 class LiveLockRecordTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-live-lock-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    lock_ = LiveLockPath(dir_, kId);
-  }
-  void TearDown() override { EXPECT_TRUE(skiff::RemoveTree(dir_).ok()); }
   // The lock as a crashed skiff might have left it.
   void Leave(const std::string& text) {
     UniqueFd fd(::open(lock_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     ASSERT_TRUE(fd);
     ASSERT_TRUE(WriteAll(fd.get(), text, "lock").ok());
   }
-  std::string dir_;
-  std::string lock_;
+  testing_support::TempDir dir_{"live-lock"};
+  std::string lock_ = LiveLockPath(dir_.path(), kId);
 };
 
 TEST_F(LiveLockRecordTest, TheRecordedStateDirectoryIsReadBack) {
@@ -78,7 +70,7 @@ TEST_F(LiveLockRecordTest, ARecordNamingAnythingButThatSandboxsStateIsIgnored) {
 }
 
 TEST_F(LiveLockRecordTest, ALockThatIsASymlinkIsNotFollowed) {
-  const std::string target = dir_ + "/target";
+  const std::string target = dir_ / "target";
   {
     UniqueFd fd(::open(target.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     ASSERT_TRUE(fd);

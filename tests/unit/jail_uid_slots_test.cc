@@ -3,11 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 
-#include "base/fs_util.h"
 #include "isolation/jail/uid_slots.h"
+#include "support/temp_dir.h"
 
 namespace skiff::jail {
 namespace {
@@ -51,19 +50,13 @@ TEST(SubidParser, MalformedLinesAreErrorsNamingFileAndLine) {
 
 class UidSlotsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-uid-slots-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { EXPECT_TRUE(RemoveTree(dir_).ok()); }
-  std::string dir_;
+  testing_support::TempDir dir_{"uid-slots"};
 };
 
 TEST_F(UidSlotsTest, SkipsReservedRangesAndReusesReleasedSlots) {
   const uint32_t base = 0x20000000u;
   // Slot 0 overlaps a reserved range by one id.
-  UidSlots slots(base, 3, {{base + kRangeSize - 1, base + kRangeSize}}, dir_);
+  UidSlots slots(base, 3, {{base + kRangeSize - 1, base + kRangeSize}}, dir_.path());
   auto a = slots.Acquire();
   ASSERT_TRUE(a.ok()) << a.error().message();
   EXPECT_EQ(a->slot, 1u);

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "base/file_io.h"
-#include "base/fs_util.h"
 #include "isolation/microvm/vm_launch.h"
+#include "support/temp_dir.h"
 
 namespace skiff::microvm {
 namespace {
@@ -35,9 +35,8 @@ TEST(OwnerTag, IsFoundInAnEnvironImage) {
 }
 
 TEST(StaleStateDirs, RemovesOnlyThoseWhoseOwnerIsGoneOrThatWereAbandoned) {
-  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  std::string root = tmpl;
+  testing_support::TempDir dir("orphans-test");
+  const std::string& root = dir.path();
   auto vm = [&](const std::string& name, const std::string* owner) {
     ASSERT_EQ(::mkdir((root + "/" + name).c_str(), 0700), 0);
     if (owner) {
@@ -55,15 +54,13 @@ TEST(StaleStateDirs, RemovesOnlyThoseWhoseOwnerIsGoneOrThatWereAbandoned) {
   RemoveStaleStateDirs(root, /*abandoned_after_s=*/-1);
   EXPECT_NE(::access((root + "/creating").c_str(), F_OK), 0);
   EXPECT_EQ(::access((root + "/mine").c_str(), F_OK), 0);
-  (void)RemoveTree(root);
 }
 
 // A directory still being created names its owner: one whose creator died
 // goes at once, however young; one of a live creator stays.
 TEST(StaleStateDirs, ADirectoryBeingCreatedGoesAtOnceWhenItsCreatorIsGone) {
-  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  std::string root = tmpl;
+  testing_support::TempDir dir("orphans-test");
+  const std::string& root = dir.path();
   std::string gone = std::to_string(::getpid()) + ":1";
   std::string dead = root + "/" + CreatingDirName(gone, "vm-a");
   std::string live = root + "/" + CreatingDirName(SelfOwnerTag(), "vm-b");
@@ -72,16 +69,14 @@ TEST(StaleStateDirs, ADirectoryBeingCreatedGoesAtOnceWhenItsCreatorIsGone) {
   RemoveStaleStateDirs(root);  // both are young
   EXPECT_NE(::access(dead.c_str(), F_OK), 0);
   EXPECT_EQ(::access(live.c_str(), F_OK), 0);
-  (void)RemoveTree(root);
 }
 
 // A directory being removed names its owner too: killed half-way through
 // (the owner file already gone), a dead remover's goes at once, a live
 // one's stays. Removing one goes through that name and leaves nothing.
 TEST(StaleStateDirs, ADirectoryBeingRemovedNamesItsOwner) {
-  char tmpl[] = "/tmp/skiff-orphans-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  std::string root = tmpl;
+  testing_support::TempDir dir("orphans-test");
+  const std::string& root = dir.path();
   std::string gone = std::to_string(::getpid()) + ":1";
   EXPECT_EQ(OwnerFromDirName(RemovingDirName(gone, "vm-a")), gone);
   EXPECT_EQ(OwnerFromDirName(CreatingDirName(gone, "vm-a")), gone);
@@ -99,7 +94,6 @@ TEST(StaleStateDirs, ADirectoryBeingRemovedNamesItsOwner) {
   RemoveStateDir(vm);
   EXPECT_NE(::access(vm.c_str(), F_OK), 0);
   EXPECT_NE(::access((root + "/" + RemovingDirName(SelfOwnerTag(), "vm-c")).c_str(), F_OK), 0);
-  (void)RemoveTree(root);
 }
 
 }  // namespace

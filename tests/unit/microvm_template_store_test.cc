@@ -13,22 +13,17 @@
 #include <thread>
 
 #include "base/file_io.h"
-#include "base/fs_util.h"
+#include "support/temp_dir.h"
 
 namespace skiff::microvm {
 namespace {
 
 class TemplateStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skiff-template-store-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = std::string(tmpl) + "/snapshots";  // created by the store
-  }
-  void TearDown() override { (void)RemoveTree(root_.substr(0, root_.rfind('/'))); }
   bool Exists(const std::string& rel) const { return ::access((root_ + "/" + rel).c_str(), F_OK) == 0; }
   static Status WriteState(const std::string& dir) { return WriteFile(dir + "/state", "stream"); }
-  std::string root_;
+  testing_support::TempDir tmp_{"template-store"};
+  std::string root_ = tmp_ / "snapshots";  // created by the store
 };
 
 TEST_F(TemplateStoreTest, BuildsOnceThenReusesTheTemplate) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/file_io.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -22,13 +23,6 @@ using nlohmann::json;
 
 class SnapshotStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string t = ::testing::TempDir() + "/snapstore-XXXXXX";
-    ASSERT_NE(::mkdtemp(t.data()), nullptr);
-    root_ = t;
-  }
-  void TearDown() override { EXPECT_EQ(std::system(("rm -rf '" + root_ + "'").c_str()), 0); }
-
   // A saved snapshot of `bytes` bytes; its record.
   Result<SnapshotRecord> Save(SnapshotStore& s, const std::string& name, bool internal = false,
                               uint64_t bytes = 100, std::optional<HibernatedSandbox> sandbox = std::nullopt) {
@@ -52,7 +46,8 @@ class SnapshotStoreTest : public ::testing::Test {
     return ::stat(path.c_str(), &st) == 0;
   }
 
-  std::string root_;
+  testing_support::TempDir tmp_{"snapstore"};
+  std::string root_ = tmp_.path();
 };
 
 HibernatedSandbox Hib() {
