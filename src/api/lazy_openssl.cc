@@ -70,20 +70,8 @@ constexpr const char* kUnloaded = "libssl.so.3 could not be loaded";
   X(X509_verify_cert_error_string)
 // clang-format on
 
-struct OpenSsl {
-  SKIFF_OPENSSL_FUNCTIONS(SKIFF_LAZY_MEMBER)
-};
-
-// Null when the library is unusable. Thread-safe (static initialisation).
-const OpenSsl* LoadOpenSsl() {
-  static const OpenSsl* ssl =
-      LoadSharedLibrary<OpenSsl>(kOpenSslSoname, [](void* handle, const char* soname, OpenSsl& table) {
-        bool ok = true;
-        SKIFF_OPENSSL_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-        return ok;
-      });
-  return ssl;
-}
+// LoadOpenSsl(): null when the library is unusable.
+SKIFF_LAZY_LIBRARY(OpenSsl, LoadOpenSsl, kOpenSslSoname, SKIFF_OPENSSL_FUNCTIONS)
 
 // Functions reached only through an object that a successful load created.
 const OpenSsl& S() { return *LoadOpenSsl(); }

@@ -38,10 +38,27 @@ const Table* LoadSharedLibrary(const char* soname, Resolve resolve) {
 
 }  // namespace skiff
 
-// The table's members and their resolution, generated from one X-macro list
-// of function names: `FUNCTIONS(SKIFF_LAZY_MEMBER)` inside the struct, and
-// `bool ok = true; FUNCTIONS(SKIFF_LAZY_RESOLVE) return ok;` in the resolver
-// (whose parameters are named handle, soname and table).
+// Defines `struct Table`, with one function pointer per name in the X-macro
+// list FUNCTIONS, and `const Table* Load()`, which loads `library` on its
+// first call (thread-safe: static initialisation) and returns the filled
+// table, or null when the library or one of the functions is missing.
+// NOLINTBEGIN(bugprone-macro-parentheses): Table is a type name, not an expression.
+#define SKIFF_LAZY_LIBRARY(Table, Load, library, FUNCTIONS)                                             \
+  struct Table {                                                                                        \
+    FUNCTIONS(SKIFF_LAZY_MEMBER)                                                                        \
+  };                                                                                                    \
+  const Table* Load() {                                                                                 \
+    static const Table* loaded =                                                                        \
+        ::skiff::LoadSharedLibrary<Table>(library, [](void* handle, const char* soname, Table& table) { \
+          bool ok = true;                                                                               \
+          FUNCTIONS(SKIFF_LAZY_RESOLVE)                                                                 \
+          return ok;                                                                                    \
+        });                                                                                             \
+    return loaded;                                                                                      \
+  }
+// NOLINTEND(bugprone-macro-parentheses)
+
+// SKIFF_LAZY_LIBRARY's pieces: a member, and its resolution in the loader.
 // NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is the member's identifier, not an expression.
 #define SKIFF_LAZY_MEMBER(name) decltype(&::name) name = nullptr;
 #define SKIFF_LAZY_RESOLVE(name)                                   \

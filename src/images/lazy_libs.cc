@@ -64,34 +64,9 @@ constexpr const char* kArchiveSoname = "libarchive.so.13";
   X(archive_entry_perm)
 // clang-format on
 
-struct Curl {
-  SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_MEMBER)
-};
-
-struct Archive {
-  SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_MEMBER)
-};
-
-// Null when the library is unusable. Thread-safe (static initialisation).
-const Curl* LoadCurl() {
-  static const Curl* curl =
-      LoadSharedLibrary<Curl>(kCurlSoname, [](void* handle, const char* soname, Curl& table) {
-        bool ok = true;
-        SKIFF_CURL_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-        return ok;
-      });
-  return curl;
-}
-
-const Archive* LoadArchive() {
-  static const Archive* archive =
-      LoadSharedLibrary<Archive>(kArchiveSoname, [](void* handle, const char* soname, Archive& table) {
-        bool ok = true;
-        SKIFF_ARCHIVE_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-        return ok;
-      });
-  return archive;
-}
+// LoadCurl(), LoadArchive(): null when the library is unusable.
+SKIFF_LAZY_LIBRARY(Curl, LoadCurl, kCurlSoname, SKIFF_CURL_FUNCTIONS)
+SKIFF_LAZY_LIBRARY(Archive, LoadArchive, kArchiveSoname, SKIFF_ARCHIVE_FUNCTIONS)
 
 // Functions reached only through a handle that a successful load created.
 const Curl& C() { return *LoadCurl(); }

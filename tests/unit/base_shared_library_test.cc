@@ -28,6 +28,17 @@ const Zlib* LoadZlib(const char* soname) {
   });
 }
 
+// As the lazy libraries of src/ declare theirs.
+SKIFF_LAZY_LIBRARY(ZlibTable, LoadZlibOnce, "libz.so.1", ZLIB_FUNCTIONS)
+
+TEST(SharedLibrary, TheDeclaredLibraryLoadsOnceAndForwards) {
+  const ZlibTable* z = LoadZlibOnce();
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(LoadZlibOnce(), z);  // the same table on every call
+  const char text[] = "123456789";
+  EXPECT_EQ(z->crc32(0, reinterpret_cast<const Bytef*>(text), std::strlen(text)), 0xcbf43926u);
+}
+
 TEST(SharedLibrary, FillsTheTableFromTheLibrary) {
   const Zlib* z = LoadZlib("libz.so.1");
   ASSERT_NE(z, nullptr);

@@ -86,20 +86,8 @@ constexpr const char* kLdnsSoname = "libldns.so.3";
   X(ldns_wire2pkt)
 // clang-format on
 
-struct Ldns {
-  SKIFF_LDNS_FUNCTIONS(SKIFF_LAZY_MEMBER)
-};
-
-// Null when the library is unusable. Thread-safe (static initialisation).
-const Ldns* LoadLdns() {
-  static const Ldns* ldns =
-      LoadSharedLibrary<Ldns>(kLdnsSoname, [](void* handle, const char* soname, Ldns& table) {
-        bool ok = true;
-        SKIFF_LDNS_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-        return ok;
-      });
-  return ldns;
-}
+// LoadLdns(): null when the library is unusable.
+SKIFF_LAZY_LIBRARY(Ldns, LoadLdns, kLdnsSoname, SKIFF_LDNS_FUNCTIONS)
 
 // Functions reached only through an object that a successful load created.
 const Ldns& L() { return *LoadLdns(); }

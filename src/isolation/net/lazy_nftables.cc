@@ -26,20 +26,8 @@ constexpr const char* kNftablesSoname = "libnftables.so.1";
   X(nft_run_cmd_from_buffer)
 // clang-format on
 
-struct Nftables {
-  SKIFF_NFTABLES_FUNCTIONS(SKIFF_LAZY_MEMBER)
-};
-
-// Null when the library is unusable. Thread-safe (static initialisation).
-const Nftables* LoadNftables() {
-  static const Nftables* nft =
-      LoadSharedLibrary<Nftables>(kNftablesSoname, [](void* handle, const char* soname, Nftables& table) {
-        bool ok = true;
-        SKIFF_NFTABLES_FUNCTIONS(SKIFF_LAZY_RESOLVE)
-        return ok;
-      });
-  return nft;
-}
+// LoadNftables(): null when the library is unusable.
+SKIFF_LAZY_LIBRARY(Nftables, LoadNftables, kNftablesSoname, SKIFF_NFTABLES_FUNCTIONS)
 
 // Functions reached only through a context that a successful load created.
 const Nftables& N() { return *LoadNftables(); }
