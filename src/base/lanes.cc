@@ -1,5 +1,6 @@
 #include "base/lanes.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/thread.h"
@@ -11,7 +12,7 @@ LaneExecutor::LaneExecutor(std::string name, Limits limits) : name_(std::move(na
 LaneExecutor::~LaneExecutor() {
   std::unique_lock<std::mutex> lk(mu_);
   shutting_down_ = true;
-  for (auto& [key, lane] : lanes_) lane.cv.notify_all();
+  for (Parked* p : parked_) p->cv.notify_one();
   done_cv_.wait(lk, [&] { return live_threads_ == 0; });
   JoinFinished(lk);
 }
@@ -27,37 +28,49 @@ Status LaneExecutor::Post(const std::string& key, std::function<void()> task, st
                                   std::to_string(limits_.threads_per_lane + limits_.queue_per_lane) +
                                   " calls in flight, its limit");
   lane.queue.push_back({std::move(task), std::move(then)});
-  // A waiting thread of this lane takes it.
-  if (lane.idle >= lane.queue.size()) {
-    lane.cv.notify_one();
-    return OkStatus();
-  }
-  if (lane.threads < limits_.threads_per_lane && live_threads_ < limits_.max_threads) {
-    auto t = StartThread(name_, [this, key] { Work(key); });
-    if (t.ok()) {
+  // A thread of the lane that is not running a task takes it when it looks
+  // at the queue again (each does, under mu_, before it leaves the lane).
+  if (lane.queue.size() <= lane.threads - lane.running) return OkStatus();
+  if (lane.threads < limits_.threads_per_lane) {
+    // A parked thread (the most recently parked: its stack is warm) is
+    // handed the lane; only without one is a thread started.
+    if (!parked_.empty()) {
+      Parked* p = parked_.back();
+      parked_.pop_back();
+      p->key = key;
+      p->assigned = true;
       ++lane.threads;
-      ++live_threads_;
-      threads_.push_back(std::move(t).value());
+      p->cv.notify_one();
       return OkStatus();
     }
-    if (lane.threads > 0) return OkStatus();  // one of its threads will take it
-    lane.queue.pop_back();
-    if (lane.queue.empty() && lane.running == 0) lanes_.erase(it);
-    return std::move(t).error();
+    if (live_threads_ < limits_.max_threads) {
+      auto t = StartThread(name_, [this, key] { Work(key); });
+      if (t.ok()) {
+        ++lane.threads;
+        ++live_threads_;
+        threads_.push_back(std::move(t).value());
+        return OkStatus();
+      }
+      if (lane.threads > 0) return OkStatus();  // one of its threads will take it
+      lane.queue.pop_back();
+      if (lane.queue.empty() && lane.running == 0) lanes_.erase(it);
+      return std::move(t).error();
+    }
   }
   if (lane.threads > 0) return OkStatus();  // queued behind the lane's own threads
-  // No thread of its own and none can be started.
+  // No thread of its own and none can be had.
   lane.queue.pop_back();
   if (lane.queue.empty() && lane.running == 0) lanes_.erase(it);
   return Error(Code::kS003,
                name_ + ": every one of its " + std::to_string(limits_.max_threads) + " threads is busy");
 }
 
-void LaneExecutor::Work(const std::string& key) {
+void LaneExecutor::Work(std::string key) {
   std::unique_lock<std::mutex> lk(mu_);
-  Lane& lane = lanes_.at(key);  // erased only once its last thread leaves
   for (;;) {
-    if (!lane.queue.empty()) {
+    // Serve the lane until its queue is empty, then leave it.
+    Lane& lane = lanes_.at(key);  // erased only once its last thread leaves
+    while (!lane.queue.empty()) {
       Lane::Task task = std::move(lane.queue.front());
       lane.queue.pop_front();
       ++lane.running;
@@ -72,15 +85,20 @@ void LaneExecutor::Work(const std::string& key) {
         task.then = nullptr;
         lk.lock();
       }
-      continue;
     }
+    if (--lane.threads == 0) lanes_.erase(key);
     if (shutting_down_) break;
-    ++lane.idle;
-    bool work = lane.cv.wait_for(lk, limits_.idle, [&] { return !lane.queue.empty() || shutting_down_; });
-    --lane.idle;
-    if (!work) break;
+    // Parked: any lane may be handed this thread within `idle`; after that
+    // it ends.
+    Parked self;
+    parked_.push_back(&self);
+    self.cv.wait_for(lk, limits_.idle, [&] { return self.assigned || shutting_down_; });
+    if (!self.assigned) {
+      parked_.erase(std::find(parked_.begin(), parked_.end(), &self));
+      break;
+    }
+    key = std::move(self.key);  // Post counted this thread in the lane
   }
-  if (--lane.threads == 0) lanes_.erase(key);
   --live_threads_;
   finished_.push_back(std::this_thread::get_id());
   done_cv_.notify_all();
@@ -104,6 +122,7 @@ LaneExecutor::Stats LaneExecutor::stats() const {
   Stats s;
   s.lanes = lanes_.size();
   s.threads = live_threads_;
+  s.parked = parked_.size();
   for (const auto& [key, lane] : lanes_) {
     s.running += lane.running;
     s.queued += lane.queue.size();

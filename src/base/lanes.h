@@ -1,10 +1,12 @@
 // LaneExecutor: runs tasks on per-key lanes, so work that waits on one key
 // (one sandbox's agent) can only ever hold that key's threads. Each lane
-// starts threads on demand up to `threads_per_lane`, queues at most
-// `queue_per_lane` tasks behind them and refuses beyond; a lane's thread
-// ends once the lane has had no work for `idle`. `max_threads` bounds the
-// threads of all lanes together, so keys a caller makes up cannot grow the
-// daemon's thread count without bound.
+// takes threads on demand up to `threads_per_lane`, queues at most
+// `queue_per_lane` tasks behind them and refuses beyond. A thread leaves
+// its lane when the lane's queue is empty and parks, where any lane may be
+// handed it (a sandbox's first call then costs no thread start); a parked
+// thread ends after `idle` without work. `max_threads` bounds the threads
+// of all lanes together, parked ones included, so keys a caller makes up
+// cannot grow the daemon's thread count without bound.
 #pragma once
 
 #include <chrono>
@@ -34,7 +36,8 @@ class LaneExecutor {
   struct Stats {
     size_t lanes = 0;
     size_t threads = 0;
-    size_t running = 0;  // tasks being run now (the rest of `threads` idle)
+    size_t running = 0;  // tasks being run now
+    size_t parked = 0;   // threads waiting for a lane
     size_t queued = 0;
   };
 
@@ -64,12 +67,16 @@ class LaneExecutor {
       std::function<void()> run, then;
     };
     std::deque<Task> queue;
-    size_t running = 0;          // tasks being run
-    size_t threads = 0;          // running or waiting for work
-    size_t idle = 0;             // of those, waiting for work
-    std::condition_variable cv;  // work queued, or shutdown
+    size_t running = 0;  // tasks being run
+    size_t threads = 0;  // serving the lane: running a task, its `then`, or about to look at the queue
   };
-  void Work(const std::string& key);
+  // A thread waiting for a lane, on its own stack.
+  struct Parked {
+    std::condition_variable cv;  // handed a lane, or shutdown
+    std::string key;
+    bool assigned = false;
+  };
+  void Work(std::string key);
   void JoinFinished(std::unique_lock<std::mutex>& lk);
 
   const std::string name_;
@@ -77,6 +84,7 @@ class LaneExecutor {
   mutable std::mutex mu_;
   std::condition_variable done_cv_;  // a thread ended
   std::map<std::string, Lane> lanes_;
+  std::vector<Parked*> parked_;  // most recently parked last
   std::list<std::thread> threads_;
   std::vector<std::thread::id> finished_;  // ended threads not yet joined
   size_t live_threads_ = 0;
