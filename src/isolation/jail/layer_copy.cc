@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/scoped_dir.h"
 #include "base/unique_fd.h"
@@ -24,6 +25,9 @@ struct Walk {
   uint64_t max_bytes;
   uint64_t bytes = 0;
   uint64_t entries = 0;
+  // The read/write fallback's buffer, allocated on first use (not
+  // thread-local: TLS is zeroed in every thread of every skiff process).
+  std::vector<char> buf;
 };
 
 uint32_t Shift(uint32_t id, const IdShift& s) {
@@ -84,7 +88,6 @@ Status CopyFile(int src_dir, const char* name, int dst_dir, const struct stat& s
   if (!out) return Error::Sys(Code::kS300, "create", name, errno);
   uint64_t left = static_cast<uint64_t>(now.st_size);
   bool plain = false;  // copy_file_range between filesystems fails (EXDEV) on many kernels
-  static thread_local char buf[1 << 16];
   while (left > 0) {
     ssize_t n;
     if (!plain) {
@@ -94,12 +97,13 @@ Status CopyFile(int src_dir, const char* name, int dst_dir, const struct stat& s
         continue;
       }
     } else {
-      n = ::read(in.get(), buf, static_cast<size_t>(std::min<uint64_t>(left, sizeof buf)));
+      if (w.buf.empty()) w.buf.resize(size_t{1} << 16);
+      n = ::read(in.get(), w.buf.data(), static_cast<size_t>(std::min<uint64_t>(left, w.buf.size())));
       for (ssize_t off = 0; n > 0 && off < n;) {
-        ssize_t w = ::write(out.get(), buf + off, static_cast<size_t>(n - off));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return Error::Sys(Code::kS300, "write", name, errno);
-        off += w;
+        ssize_t wrote = ::write(out.get(), w.buf.data() + off, static_cast<size_t>(n - off));
+        if (wrote < 0 && errno == EINTR) continue;
+        if (wrote < 0) return Error::Sys(Code::kS300, "write", name, errno);
+        off += wrote;
       }
     }
     if (n < 0 && errno == EINTR) continue;
