@@ -4,10 +4,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 #include "cli/cli.h"
 
 namespace skiff::cli {
+
+// cli.cc: adds the subcommand named `only` (with the one an Add adds beside
+// it), or every subcommand when `only` names none.
+void AddCommands(CLI::App& app, int& rc, DaemonMain daemon, std::string_view only);
 
 // serve.cc: the daemon, foreground; `daemon` is its main.
 void AddServeCommand(CLI::App& app, int& rc, DaemonMain daemon);
