@@ -3,6 +3,8 @@
 // upgrades that hand the connection to a WebSocket session.
 #pragma once
 
+#include <fcntl.h>
+
 #include <array>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -22,9 +24,13 @@
 #include "api/router.h"
 #include "api/server_impl.h"
 #include "api/tty_session.h"
+#include "base/peer_hangup.h"
 #include "base/text.h"
+#include "base/unique_fd.h"
+#include "functions/decode.h"
 #include "functions/errors.h"
 #include "functions/process_output_lines.h"
+#include "functions/run_output_lines.h"
 
 namespace skiff::api {
 
@@ -140,6 +146,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
         return FilePut();
       case Handler::kProcessOutput:
         return ProcessOutputGet();
+      case Handler::kRunStream:
+        run_stream_ = true;
+        return ReadCallBody();
     }
   }
 
@@ -338,12 +347,76 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     keep_alive_ = bp_->get().keep_alive();
     std::string id = route_.param;
     bp_.reset();
-    if (!FindFunction(id)) return NotProvided(id);
+    bool run_stream = std::exchange(run_stream_, false);
+    if (!run_stream && !FindFunction(id)) return NotProvided(id);
     auto payload = ParsePayload(body);
     body.clear();
     body.shrink_to_fit();
     if (!payload.ok()) return SendError(http::status::bad_request, payload.error());
+    if (run_stream) return RunStream(std::move(*payload));
     CallAsync(std::move(id), std::move(*payload));
+  }
+
+  // POST /v1/run (docs/api.md#run-stream): sandbox::run whose output is
+  // written as NDJSON lines as it arrives (functions/run_output_lines.h).
+  // An error before the start line (a bad request, a failed create) is an
+  // ordinary error response; after it, an "error" line ends the stream. The
+  // sandbox is stopped when the run ends, and when the client goes away
+  // (a write fails, or the connection shows the client's hang-up: asked at
+  // each piece of output and once a second meanwhile). Runs
+  // on the pool, as sandbox::run does; the channel's bound and the write
+  // stall keep a slow reader from making the daemon buffer.
+  void RunStream(json payload) {
+    auto ch = std::make_shared<Channel>(16);
+    auto failure = std::make_shared<std::optional<Error>>();
+    dl_.Begin(ch, failure);
+    SandboxService* caller = caller_;
+    auto self = this->shared_from_this();
+    // The connection as the pool thread watches it for the client's
+    // hang-up (a copy: the session may close its own meanwhile).
+    auto peer = std::make_shared<UniqueFd>(::fcntl(stream_.socket().native_handle(), F_DUPFD_CLOEXEC, 0));
+    Status queued = srv_.Dispatch(
+        std::nullopt, *caller, [self, caller, ch, failure, peer, payload = std::move(payload)]() {
+          auto spec = fn::DecodeRun(payload);
+          if (!spec.ok()) {
+            self->srv_.metrics.FunctionCall("sandbox::run", std::string(CodeName(spec.error().code())));
+            *failure = spec.error();
+            ch->Abort(spec.error().message());
+            return;
+          }
+          bool header_sent = false;
+          fn::RunOutputLines lines(
+              [&](std::string_view line) {
+                if (!header_sent) {
+                  header_sent =
+                      ch->PushBlocking(Frame{false, Dump(json{{"content_type", "application/x-ndjson"}})})
+                          .ok();
+                  if (!header_sent) return false;
+                }
+                return ch->PushBlocking(Frame{true, std::string(line)}).ok();
+              },
+              [&] { return !ch->Finished() && peer->valid() && !PeerHungUp(peer->get()); });
+          // Counted as the function call it is.
+          Result<ExecResult> r = caller->Run(*spec, &lines);
+          self->srv_.metrics.FunctionCall("sandbox::run",
+                                          r.ok() ? "ok" : std::string(CodeName(r.error().code())));
+          if (!lines.started()) {  // nothing was sent: an ordinary error response
+            *failure = r.ok() ? Error(Code::kS300, "the run ended before it started") : r.error();
+            ch->Abort(failure->value().message());
+            return;
+          }
+          if (r.ok()) {
+            (void)lines.End(*r);
+          } else {
+            (void)lines.Fail(ErrorToWire(r.error(), self->srv_.config.docs_base));
+          }
+          ch->CloseWrite();
+        });
+    if (!queued.ok()) {
+      *failure = queued.error();
+      ch->Abort(queued.error().message());
+    }
+    PumpDownload();
   }
 
   // ---------------------------------------------------------- files
@@ -933,6 +1006,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
   std::optional<http::request_parser<http::string_body>> bp_;
   std::map<std::string, std::string> query_;
   RouteMatch route_;
+  bool run_stream_ = false;  // the body being read is POST /v1/run's
   // The current request's service (Server::Impl::Authorized): its key's
   // view of the sandboxes. Null only for /healthz, which reaches none.
   SandboxService* caller_ = nullptr;

@@ -70,6 +70,8 @@ RouteMatch MatchRoute(std::string_view p) {
     m.route = Route::kMetrics;
   } else if (p == "/openapi.json") {
     m.route = Route::kOpenApi;
+  } else if (p == "/v1/run") {
+    m.route = Route::kRun;
   } else if (p == "/v1/functions" || p == "/v1/functions/") {
     m.route = Route::kFunctionList;
   } else if (starts("/v1/functions/")) {

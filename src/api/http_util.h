@@ -37,6 +37,7 @@ enum class Route {
   kFiles,          // /v1/sandboxes/{id}/files
   kProcessOutput,  // /v1/sandboxes/{id}/processes/{pid}/output
   kProcessTty,     // /v1/sandboxes/{id}/processes/{pid}/tty (WebSocket)
+  kRun,            // /v1/run
   kHealthz,
   kMetrics,
   kOpenApi,  // /openapi.json

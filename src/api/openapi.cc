@@ -131,6 +131,27 @@ json OutputLineSchema() {
         {{"allOf", {Ref("error"), typed("error", json::object(), {})}}}}}};
 }
 
+json RunLineSchema() {
+  json out = OutputLineSchema();
+  out["description"] = "One line of the NDJSON run stream (docs/api.md#run-stream)";
+  json& alts = out["oneOf"];
+  json offset = {{"type", "integer"}, {"minimum", 0}};
+  alts[0]["properties"]["sandbox_id"] = {{"type", "string"}};
+  alts[0]["required"].push_back("sandbox_id");
+  alts.erase(2);  // a run's stream has no gap: the command waits for a slow reader
+  json& end = alts[2];
+  end["properties"].erase("process");
+  end["properties"]["result"] = {{"type", "object"},
+                                 {"properties",
+                                  {{"exit_code", {{"type", "integer"}}},
+                                   {"success", {{"type", "boolean"}}},
+                                   {"duration_ms", offset},
+                                   {"sandbox_id", {{"type", "string"}}}}},
+                                 {"required", {"exit_code", "success", "duration_ms"}}};
+  end["required"] = {"type", "result"};
+  return out;
+}
+
 json Build() {
   json doc;
   doc["openapi"] = "3.1.0";
@@ -147,6 +168,7 @@ json Build() {
   for (const auto& [name, def] : fn::AllDefinitions().items()) schemas[name] = Component(def);
   schemas["error"] = ErrorSchema();
   schemas["process_output_line"] = OutputLineSchema();
+  schemas["run_output_line"] = RunLineSchema();
   json paths = json::object();
   for (const FunctionDef& d : Functions()) {
     std::string name = Dotted(d.id);
@@ -249,6 +271,20 @@ json Build() {
                ErrorResponses({Code::kS001, Code::kS002, Code::kS003, Code::kS004, Code::kS220, Code::kS300});
            r["200"] = {{"description", "One JSON object per line (process_output_line)"},
                        {"content", {{"application/x-ndjson", {{"schema", Ref("process_output_line")}}}}}};
+           return r;
+         }()}}}};
+  paths["/v1/run"] = {
+      {"post",
+       {{"operationId", "run.stream"},
+        {"summary",
+         "sandbox::run with its output streamed as newline-delimited JSON (docs/api.md#run-stream)"},
+        {"tags", {"sandbox"}},
+        {"requestBody", {{"required", true}, {"content", JsonContent(Ref("sandbox.run.request"))}}},
+        {"responses", [&] {
+           json r =
+               ErrorResponses({Code::kS001, Code::kS100, Code::kS101, Code::kS102, Code::kS300, Code::kS400});
+           r["200"] = {{"description", "start, data lines, then end (or error), one JSON object per line"},
+                       {"content", {{"application/x-ndjson", {{"schema", Ref("run_output_line")}}}}}};
            return r;
          }()}}}};
   paths["/v1/sandboxes/{id}/processes/{pid}/tty"] = Upgrade(

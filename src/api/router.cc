@@ -8,7 +8,7 @@ namespace {
 
 using boost::beast::http::verb;
 
-constexpr std::array<RouteEntry, 13> kTable = {{
+constexpr std::array<RouteEntry, 14> kTable = {{
     {verb::get, Route::kEngine, Handler::kUpgrade},
     {verb::get, Route::kOtel, Handler::kUpgrade},
     {verb::get, Route::kChannel, Handler::kUpgrade},
@@ -22,6 +22,7 @@ constexpr std::array<RouteEntry, 13> kTable = {{
     {verb::put, Route::kFiles, Handler::kFilePut},
     {verb::get, Route::kProcessOutput, Handler::kProcessOutput},
     {verb::get, Route::kProcessTty, Handler::kUpgrade},
+    {verb::post, Route::kRun, Handler::kRunStream},
 }};
 
 }  // namespace

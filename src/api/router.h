@@ -23,6 +23,7 @@ enum class Handler {
   kFileGet,        // GET  /v1/sandboxes/{id}/files
   kFilePut,        // PUT  /v1/sandboxes/{id}/files
   kProcessOutput,  // GET  /v1/sandboxes/{id}/processes/{pid}/output
+  kRunStream,      // POST /v1/run
 };
 
 // One row of the table: a method a route accepts and the handler it runs.

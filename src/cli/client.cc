@@ -302,15 +302,22 @@ Result<HttpResponse> Client::Download(const std::string& path, std::FILE* out) {
   return resp;
 }
 
-Result<HttpResponse> Client::Stream(const std::string& path,
-                                    const std::function<bool(std::string_view)>& on_bytes,
-                                    const std::function<bool()>& keep_going) {
-  SKIFF_ASSIGN_OR_RETURN(Target t, ParseTarget(ep_));
-  Exchange x(ep_);
+namespace {
+
+// A request whose 200 body is handed to `on_bytes` as it arrives.
+Result<HttpResponse> Streamed(const Endpoint& ep, http::verb verb, const std::string& path,
+                              const std::string* body, const std::function<bool(std::string_view)>& on_bytes,
+                              const std::function<bool()>& keep_going) {
+  SKIFF_ASSIGN_OR_RETURN(Target t, ParseTarget(ep));
+  Exchange x(ep);
   if (keep_going) x.SetKeepGoing(&keep_going);
   SKIFF_RETURN_IF_ERROR(x.Connect(t));
   http::request<http::string_body> req;
-  x.Prepare(req, http::verb::get, t, path);
+  x.Prepare(req, verb, t, path);
+  if (body != nullptr) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = *body;
+  }
   SKIFF_RETURN_IF_ERROR(x.Write(req));
   SKIFF_RETURN_IF_ERROR(x.ReadHeader());
   HttpResponse resp;
@@ -326,6 +333,20 @@ Result<HttpResponse> Client::Stream(const std::string& path,
   // broken connection) is the end of the transfer, not a failed request.
   (void)x.ReadBody(on_bytes);
   return resp;
+}
+
+}  // namespace
+
+Result<HttpResponse> Client::Stream(const std::string& path,
+                                    const std::function<bool(std::string_view)>& on_bytes,
+                                    const std::function<bool()>& keep_going) {
+  return Streamed(ep_, http::verb::get, path, nullptr, on_bytes, keep_going);
+}
+
+Result<HttpResponse> Client::PostStream(const std::string& path, const std::string& body,
+                                        const std::function<bool(std::string_view)>& on_bytes,
+                                        const std::function<bool()>& keep_going) {
+  return Streamed(ep_, http::verb::post, path, &body, on_bytes, keep_going);
 }
 
 Result<HttpResponse> Client::Upload(const std::string& path, std::FILE* in) {

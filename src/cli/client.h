@@ -41,6 +41,10 @@ class Client {
   // byte arrives; false ends the transfer.
   Result<HttpResponse> Stream(const std::string& path, const std::function<bool(std::string_view)>& on_bytes,
                               const std::function<bool()>& keep_going = nullptr);
+  // The same for a POST of a JSON body (POST /v1/run).
+  Result<HttpResponse> PostStream(const std::string& path, const std::string& body,
+                                  const std::function<bool(std::string_view)>& on_bytes,
+                                  const std::function<bool()>& keep_going = nullptr);
   // Streams `in` as the request body (chunked).
   Result<HttpResponse> Upload(const std::string& path, std::FILE* in);
 

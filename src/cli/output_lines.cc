@@ -41,7 +41,7 @@ bool OutputLines::Line(std::string_view text) {
     return sink_.OnGap(ch, from, to);
   }
   if (type == "end") {
-    end_ = j.value("process", json::object());
+    end_ = j.contains("result") ? j["result"] : j.value("process", json::object());
   } else if (type == "error") {
     error_ = std::move(j);
   }

@@ -1,7 +1,8 @@
 // The CLI's reader of a process's NDJSON output stream
-// (GET /v1/sandboxes/{id}/processes/{pid}/output): splits the bytes into
-// lines and hands start, data and gap lines to a ProcessOutputSink as they
-// arrive; remembers how the stream ended.
+// (GET /v1/sandboxes/{id}/processes/{pid}/output) and of a run's
+// (POST /v1/run): splits the bytes into lines and hands start, data and gap
+// lines to a ProcessOutputSink as they arrive; remembers how the stream
+// ended.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@ class OutputLines {
   // or the sink wants no more.
   bool Feed(std::string_view bytes);
 
-  // The last line was "end" (the process's record) or "error" (the error
-  // object).
+  // The last line was "end" (the process's record, or the run's result)
+  // or "error" (the error object).
   const std::optional<nlohmann::json>& end() const { return end_; }
   const std::optional<nlohmann::json>& error() const { return error_; }
   // Where each channel goes on from (to resume the stream).

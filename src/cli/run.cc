@@ -45,8 +45,14 @@ bool ParseEnv(const std::vector<std::string>& in, Env* out) {
 
 class TerminalSink : public OutputSink {
  public:
-  void OnStdout(std::string_view b) override { WriteAll(1, b); }
-  void OnStderr(std::string_view b) override { WriteAll(2, b); }
+  bool OnStdout(std::string_view b) override {
+    WriteAll(1, b);
+    return true;
+  }
+  bool OnStderr(std::string_view b) override {
+    WriteAll(2, b);
+    return true;
+  }
 };
 
 int g_sig_pipe[2] = {-1, -1};

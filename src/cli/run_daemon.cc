@@ -10,15 +10,14 @@
 #include <utility>
 
 #include "api/http_util.h"
-#include "base/text.h"
 #include "cli/cli.h"
 #include "cli/daemon_call.h"
 #include "cli/daemon_discovery.h"
 #include "cli/daemon_process.h"
+#include "cli/output_lines.h"
 #include "cli/report.h"
 #include "cli/terminal.h"
 #include "functions/decode.h"
-#include "sandbox/run_step.h"
 
 namespace skiff::cli {
 
@@ -74,45 +73,82 @@ Result<std::optional<Endpoint>> DaemonForRun(const RunFlags& f) {
 
 namespace {
 
-// --json: the functions whose answer the embedded run prints, whole.
-int RunForJson(DaemonCalls& d, const RunFlags& f, uint64_t timeout_ms) {
-  json create = CreatePayload(f, timeout_ms);
-  Result<json> r = Error(Code::kS300, "unreachable");
+// The sandbox::run request of a run that is not attached to a terminal:
+// the sandbox as the embedded run makes it, then the code or the command.
+json RunPayload(const RunFlags& f, uint64_t timeout_ms) {
+  json p = CreatePayload(f, timeout_ms);
   if (!f.lang.empty()) {
-    json p = create;
-    p.erase("idle_timeout_secs");
     p["code"] = f.code;
     p["lang"] = f.lang;
-    p["timeout_ms"] = timeout_ms;
-    r = d.Call("sandbox::run", p);
   } else {
-    Result<json> created = d.Call("sandbox::create", create);
-    if (!created.ok()) return ReportError(created.error());
-    std::string id = created->value("sandbox_id", "");
-    json exec = {{"sandbox_id", id}, {"argv", f.command}, {"timeout_ms", timeout_ms}};
-    if (!f.env.empty()) exec["env"] = f.env;
-    r = d.Call("sandbox::exec", exec);
-    (void)d.Call("sandbox::stop", json{{"sandbox_id", id}, {"wait", false}});
+    p["argv"] = f.command;
   }
+  p["timeout_ms"] = timeout_ms;
+  return p;
+}
+
+// --json: sandbox::run's answer, printed whole as the embedded run prints it.
+int RunForJson(DaemonCalls& d, const RunFlags& f, uint64_t timeout_ms) {
+  Result<json> r = d.Call("sandbox::run", RunPayload(f, timeout_ms));
   if (!r.ok()) return ReportError(r.error());
   std::printf("%s\n", api::Dump(*r).c_str());
   return r->value("exit_code", 0);
 }
 
+// The run's output, written here as it arrives.
+class StdoutSink final : public ProcessOutputSink {
+ public:
+  bool OnStart(int64_t, int64_t) override { return true; }
+  bool OnData(uint8_t channel, int64_t, std::string_view bytes) override {
+    WriteAll(channel == 2 ? 2 : 1, bytes);
+    return true;
+  }
+  bool OnGap(uint8_t, int64_t, int64_t) override { return true; }  // a run's stream has none
+};
+
+// A run that is not attached: one POST /v1/run whose answer streams the
+// output and ends with the result (docs/api.md#run-stream). The daemon
+// stops the sandbox when the run ends, and when this client goes away
+// (Ctrl-C closes the connection).
+int RunStreamed(const Endpoint& ep, const RunFlags& f, uint64_t timeout_ms) {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  StdoutSink sink;
+  OutputLines lines(sink);
+  bool malformed = false;
+  Client client(ep);
+  auto r = client.PostStream(
+      "/v1/run", api::Dump(RunPayload(f, timeout_ms)),
+      [&](std::string_view b) {
+        if (!lines.Feed(b)) malformed = true;
+        return !malformed && g_interrupted == 0;
+      },
+      [] { return g_interrupted == 0; });
+  if (g_interrupted != 0) {
+    std::fprintf(stderr, "\nskiff: interrupted; stopping the sandbox\n");
+    return kExitInterrupted;
+  }
+  if (!r.ok()) return ReportError(r.error());
+  if (r->status != 200) return ReportError(DaemonError(r->status, r->body));
+  if (lines.error()) return ReportErrorObject(*lines.error());
+  if (malformed || !lines.end())
+    return ReportError(Error(Code::kS300, "skiff daemon: the run's output stream broke off"));
+  return lines.end()->value("exit_code", 0);
+}
+
 }  // namespace
 
 int RunThroughDaemon(const Endpoint& ep, const RunFlags& f) {
-  DaemonCalls d(ep);
-  const bool code_mode = !f.lang.empty();
-  const bool attached = f.interactive || f.tty;
   const uint64_t timeout_ms = f.timeout_ms.value_or(fn::kDefaultExecTimeoutMs);
-  if (f.json_out && !attached) return RunForJson(d, f, timeout_ms);
-  // A failing step of a code run is reported as the embedded sandbox::run
-  // reports it.
-  auto fail = [&](const Error& e, std::string_view step, const std::string& id) {
-    return ReportError(code_mode ? WrapRunStep(e, step, id) : e);
-  };
+  DaemonCalls d(ep);
+  if (!f.interactive && !f.tty)
+    return f.json_out ? RunForJson(d, f, timeout_ms) : RunStreamed(ep, f, timeout_ms);
 
+  // -i / -t (a command or the image's interpreter; never --code): a live
+  // process attached to this terminal.
   struct sigaction sa {};
   sa.sa_handler = OnInterrupt;
   ::sigemptyset(&sa.sa_mask);
@@ -127,9 +163,9 @@ int RunThroughDaemon(const Endpoint& ep, const RunFlags& f) {
   json create = CreatePayload(f, timeout_ms);
   // A session at a terminal may sit quiet for long: the daemon's own idle
   // timeout applies, as for any sandbox a person drives.
-  if (attached) create.erase("idle_timeout_secs");
+  create.erase("idle_timeout_secs");
   Result<json> created = d.Call("sandbox::create", create);
-  if (!created.ok()) return fail(created.error(), kRunStepCreate, "");
+  if (!created.ok()) return ReportError(created.error());
   const std::string id = created->value("sandbox_id", "");
   // The sandbox goes when the run does, however it ends here.
   auto stop = [&d, &id] { (void)d.Call("sandbox::stop", json{{"sandbox_id", id}, {"wait", false}}); };
@@ -139,32 +175,15 @@ int RunThroughDaemon(const Endpoint& ep, const RunFlags& f) {
   }
 
   // hold_output: every byte reaches this terminal, however fast the command writes.
-  json start = {{"sandbox_id", id}, {"stdin", attached}, {"hold_output", true}};
-  if (code_mode) {
-    RunLang lang = LangFor(f.lang);
-    Result<json> w = d.Call("sandbox::fs::write", json{{"sandbox_id", id},
-                                                       {"path", lang.file},
-                                                       {"content_b64", Base64Encode(f.code)},
-                                                       {"mode", "0644"},
-                                                       {"parents", true}});
-    if (!w.ok()) {
-      stop();
-      return fail(w.error(), kRunStepCode, id);
-    }
-    if (lang.bash && !d.Call("sandbox::fs::stat", json{{"sandbox_id", id}, {"path", "/bin/bash"}}).ok())
-      lang.program = "/bin/sh";
-    start["argv"] = json::array({lang.program, lang.file});
-  } else {
-    start["argv"] = attached && f.command.empty() ? json(DefaultInteractive(f.image)) : json(f.command);
-  }
+  json start = {{"sandbox_id", id}, {"stdin", true}, {"hold_output", true}};
+  start["argv"] = f.command.empty() ? json(DefaultInteractive(f.image)) : json(f.command);
   AddStartEnvAndTerminal(start, f.tty, f.env);
-  if (!attached || f.timeout_ms) start["timeout_ms"] = timeout_ms;
+  if (f.timeout_ms) start["timeout_ms"] = timeout_ms;
   Result<json> started = d.Call("sandbox::process::start", start);
   if (!started.ok()) {
     stop();
-    return fail(started.error(), kRunStepExec, id);
+    return ReportError(started.error());
   }
-
   if (interrupted_now()) {
     stop();
     return kExitInterrupted;
@@ -173,14 +192,9 @@ int RunThroughDaemon(const Endpoint& ep, const RunFlags& f) {
   TerminalOptions opt;
   opt.raw = f.tty && ::isatty(0) != 0;
   opt.input = f.interactive;
-  // As sandbox::exec: a command killed at its deadline is the error S200.
-  if (!attached) opt.timeout_error_ms = timeout_ms;
-  bool interrupted = false;
-  opt.interrupted = &interrupted;
   int code = RunTerminal(proc, opt);
-  if (interrupted && !attached) std::fprintf(stderr, "\nskiff: interrupted; stopping the sandbox\n");
   stop();
-  return interrupted && !attached ? kExitInterrupted : code;
+  return code;
 }
 
 }  // namespace skiff::cli

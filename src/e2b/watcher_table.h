@@ -28,8 +28,8 @@ struct WatcherLimits {
   size_t max_per_sandbox = 16;
   size_t max_total = 256;
   size_t max_events = 1000;
-  size_t max_bytes = 256 * 1024;  // of the events' JSON
-  int64_t idle_ms = 10 * 60 * 1000;
+  size_t max_bytes = size_t{256} * 1024;  // of the events' JSON
+  int64_t idle_ms = int64_t{10} * 60 * 1000;
 };
 
 class WatcherTable {

@@ -503,9 +503,20 @@ Result<RunSpec> DecodeRun(const json& payload) {
   Fields f(payload);
   RunSpec spec;
   SKIFF_ASSIGN_OR_RETURN(spec.create.image, f.RequiredString("image"));
-  SKIFF_ASSIGN_OR_RETURN(spec.code, f.RequiredString("code"));
-  SKIFF_ASSIGN_OR_RETURN(spec.lang, f.RequiredString("lang"));
-  SKIFF_RETURN_IF_ERROR(ValidateLang(spec.lang));
+  // Code and the interpreter that runs it, or (an extension) a command.
+  SKIFF_ASSIGN_OR_RETURN(spec.argv, f.OptStringArray("argv"));
+  if (f.Get("argv") != nullptr) {
+    if (spec.argv.empty()) return BadField(f.Path("argv"), "must name a program (at least one element)");
+    if (f.Get("code") != nullptr || f.Get("lang") != nullptr)
+      return InvalidRequest("argv cannot be combined with code/lang; pick one shape");
+    for (size_t i = 0; i < spec.argv.size(); ++i)
+      SKIFF_RETURN_IF_ERROR(NoNul(spec.argv[i], "argv[" + std::to_string(i) + "]"));
+    if (spec.argv[0].empty()) return BadField(f.Path("argv[0]"), "must not be empty");
+  } else {
+    SKIFF_ASSIGN_OR_RETURN(spec.code, f.RequiredString("code"));
+    SKIFF_ASSIGN_OR_RETURN(spec.lang, f.RequiredString("lang"));
+    SKIFF_RETURN_IF_ERROR(ValidateLang(spec.lang));
+  }
   if (const json* files = f.Get("files")) {
     if (!files->is_array()) return WrongType("files", "array of objects", *files);
     for (size_t i = 0; i < files->size(); ++i) {

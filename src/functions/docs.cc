@@ -163,7 +163,31 @@ the start of a word starts a comment to the end of the line; adjacent pieces con
 message ``during sandbox::run step `<step>` (sandbox_id=<id>): <inner message>``, `fix`
 `{"context": …, "sandbox_id": …, "inner_code": …}`, `fix_note` null; code, type, retryable and
 details are the inner error's. Steps: `create`, `fs::write (sibling file)`, `fs::write (code)`,
-`exec`.
+`exec`. With `argv` instead of `code` and `lang` (an extension) the command runs as given, with no
+code file and no interpreter, and its errors are the steps' own, unwrapped, as `sandbox::create`
+and `sandbox::exec` would give them.
+
+<a id="run-stream"></a>
+
+### Run stream
+
+`POST /v1/run` takes a `sandbox::run` request and answers `200` with
+`Content-Type: application/x-ndjson`: the run's output as it is produced, in the lines of a
+process's output stream (below), then its result:
+
+```
+{"type":"start","sandbox_id":"…","stdout_from":0,"stderr_from":0}
+{"type":"data","channel":"stdout","offset":0,"data":"aGVsbG8K"}
+{"type":"end","result":{"exit_code":0,"success":true,"duration_ms":12}}
+```
+
+One request instead of four (create, start, output, stop): `skiff run` sends its runs to a daemon
+this way. Every byte arrives (the command waits while the client reads slowly; there is no `gap`).
+An error before the `start` line (a bad request, an image that is not allowed, a failed create)
+is an ordinary error response; after it, an `{"type":"error","code":…,"message":…}` line ends the
+stream (`S200` when the command ran out of time), its `details` without the output already sent.
+The sandbox is stopped when the run ends, and when the client goes away (closing the connection
+is how Ctrl-C stops a run): the daemon notices at the next output or within a second.
 
 ## Live processes
 

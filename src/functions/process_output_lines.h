@@ -24,7 +24,7 @@ namespace skiff::fn {
 
 // Bytes per "data" line at most (larger DATA is split), so a line stays
 // small for readers that buffer whole lines.
-inline constexpr size_t kOutputLineBytes = 48 * 1024;
+inline constexpr size_t kOutputLineBytes = size_t{48} * 1024;
 
 class ProcessOutputLines final : public ProcessOutputSink {
  public:

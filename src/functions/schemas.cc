@@ -365,11 +365,13 @@ FunctionSchemas Build(std::string_view id) {
   } else if (id == "sandbox::run") {
     s.request = Root(
         id,
-        Object("One call: create, write files and code, exec, stop",
+        Object("One call: create, write files and code (or run a command), exec, stop",
                {{"image", Str("A catalog name, as in sandbox::create")},
-                {"code", Str("Source text, written to /tmp/run.<ext> with mode 0644")},
+                {"code", Str("Source text, written to /tmp/run.<ext> with mode 0644 (required unless argv)")},
                 {"lang", Str("Interpreter: node|js|javascript, python|py, shell|sh, bash, or any "
-                             "other program name or path")},
+                             "other program name or path (required unless argv)")},
+                {"argv", StrArr("Extension: instead of code and lang, run this command (argv[0] = "
+                                "program, no shell); its errors are the steps' own, not wrapped")},
                 {"files", WithDefault(ArrOf("run_file", "Files written before the code"), json::array())},
                 {"env", EnvProp("Applied at create and to the exec")},
                 {"stdin", Str("Base64 (RFC 4648) bytes fed to stdin, then EOF")},
@@ -392,7 +394,7 @@ FunctionSchemas Build(std::string_view id) {
                   {"enum", {"microvm", "jail"}},
                   {"description", "Extension: passed to create"}}},
                 {"workdir", Str("Extension: passed to the exec step")}},
-               {"image", "code", "lang"}),
+               {"image"}),
         json::array({{{"image", "node"},
                       {"code", "console.log('hello world')"},
                       {"lang", "node"},
@@ -400,8 +402,11 @@ FunctionSchemas Build(std::string_view id) {
                      {{"image", "python"},
                       {"code", "import util; print(util.X)"},
                       {"lang", "python"},
-                      {"files", {{{"path", "/tmp/util.py"}, {"content", "X = 1\n"}}}}}}),
+                      {"files", {{{"path", "/tmp/util.py"}, {"content", "X = 1\n"}}}}},
+                     {{"image", "base"}, {"argv", {"sh", "-c", "echo hi"}}}}),
         true);
+    // Code and its interpreter, or a command.
+    s.request["anyOf"] = json::array({{{"required", {"code", "lang"}}}, {{"required", {"argv"}}}});
     json props = ExecResponseProps();
     props["sandbox_id"] = Str("Present only with keep_sandbox: true: the kept sandbox");
     json ex = ExecResponseExample();

@@ -105,8 +105,22 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
   // The agent enforces the deadline; this host-side one is a safety net.
   auto host_deadline = start + std::chrono::milliseconds(effective) + std::chrono::seconds(10);
   int64_t last_touch = MonotonicMillis();
+  // A sink's reader that went away cancels the command (the caller stops
+  // the sandbox); the sink is asked at each piece of output and, while the
+  // command is quiet, once a second.
+  auto reader_gone = [&] {
+    stream->Cancel();
+    return Error(Code::kS300, "exec cancelled: its output's reader went away")
+        .set_details(details(elapsed()));
+  };
   for (;;) {
-    auto ev = stream->Next(host_deadline);
+    auto wait_until =
+        sink != nullptr ? std::min(host_deadline, Clock::now() + std::chrono::seconds(1)) : host_deadline;
+    auto ev = stream->Next(wait_until);
+    if (!ev && sink != nullptr && Clock::now() < host_deadline) {
+      if (!sink->Wanted()) return reader_gone();
+      continue;
+    }
     if (!ev) {
       stream->Cancel();
       return Error(Code::kS200, "exec timed out after " + std::to_string(effective) + " ms")
@@ -116,10 +130,10 @@ Result<ExecResult> SandboxManager::Exec(const ExecSpec& spec, OutputSink* sink) 
       case proto::Event::Kind::kData:
         if (ev->channel == proto::kStdout) {
           out.Add(ev->data);
-          if (sink) sink->OnStdout(ev->data);
+          if (sink && !sink->OnStdout(ev->data)) return reader_gone();
         } else if (ev->channel == proto::kStderr) {
           err.Add(ev->data);
-          if (sink) sink->OnStderr(ev->data);
+          if (sink && !sink->OnStderr(ev->data)) return reader_gone();
         }
         if (MonotonicMillis() - last_touch > 1000) {
           sb->Touch();

@@ -62,11 +62,20 @@ struct CreateResult {
   std::vector<ImageService> services;
 };
 
-// Receives output as it is produced (CLI streaming). May be null.
+// Receives an exec's or a run's output as it is produced (the CLI's
+// terminal, the daemon's run stream). May be null. Returning false (the
+// reader went away) cancels the command; the call then fails.
 struct OutputSink {
   virtual ~OutputSink() = default;
-  virtual void OnStdout(std::string_view bytes) = 0;
-  virtual void OnStderr(std::string_view bytes) = 0;
+  // A run's sandbox exists (SandboxService::Run, before its files are written).
+  virtual bool OnSandbox(const std::string& sandbox_id) {
+    (void)sandbox_id;
+    return true;
+  }
+  virtual bool OnStdout(std::string_view bytes) = 0;
+  virtual bool OnStderr(std::string_view bytes) = 0;
+  // Asked about once a second while the command is quiet.
+  virtual bool Wanted() { return true; }
 };
 
 // Receives a live process's output as proc.output streams it
@@ -139,8 +148,11 @@ struct RunFile {
 
 struct RunSpec {
   CreateSpec create;
+  // Either code run by the interpreter `lang` names, or a command (argv,
+  // non-empty; code and lang empty).
   std::string code;
   std::string lang;
+  std::vector<std::string> argv;
   std::vector<RunFile> files;
   std::string stdin_bytes;
   std::optional<uint64_t> timeout_ms;

@@ -39,6 +39,7 @@ namespace skiff::e2e {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
@@ -887,10 +888,35 @@ TEST_P(FunctionsSuite, RunFieldsDefaultsAndStepErrors) {
               StartsWith("during sandbox::run step `create` (sandbox_id=): "));
   EXPECT_EQ(e["fix"]["sandbox_id"], "");
   EXPECT_EQ(e["fix"]["inner_code"], "S100");
+  // argv instead of code and lang: the command as given; its errors are
+  // the steps' own, unwrapped; nothing is left behind either way.
+  r = CallOk("sandbox::run",
+             {{"image", "base"},
+              {"argv", {"sh", "-c", "echo \"$0|$1|$RUN_ENV\"; ls /tmp/run.* 2>&1; exit 3", "zero", "a b"}},
+              {"env", {"RUN_ENV=cmd"}},
+              {"isolation", iso()}});
+  EXPECT_EQ(r["exit_code"], 3);
+  EXPECT_THAT(r["stdout"].get<std::string>(), StartsWith("zero|a b|cmd\n"));
+  EXPECT_THAT(r["stdout"].get<std::string>(), HasSubstr("No such file"));  // no code file was written
+  e = CallErr("sandbox::run",
+              {{"image", "base"},
+               {"argv", {"sh", "-c", "echo half; exec sleep 30"}},
+               {"timeout_ms", 2500},
+               {"isolation", iso()}},
+              "S200");
+  EXPECT_EQ(e["message"], "exec timed out after 2500 ms");
+  EXPECT_EQ(e["details"]["stdout"], "half\n");
+  e = CallErr("sandbox::run", {{"image", "node"}, {"argv", {"true"}}}, "S100");
+  EXPECT_THAT(e["message"].get<std::string>(), Not(HasSubstr("during sandbox::run")));
+  EXPECT_EQ(CallOk("sandbox::list", json::object())["sandboxes"].size(), before);
   // Request validation is plain S001, before any step.
   for (json bad :
-       {json{{"lang", "sh"}, {"code", "x"}}, json{{"image", "base"}, {"code", "x"}},
-        json{{"image", "base"}, {"lang", "sh"}}, json{{"image", "base"}, {"lang", ""}, {"code", "x"}},
+       {json{{"image", "base"}, {"argv", json::array()}}, json{{"image", "base"}, {"argv", "true"}},
+        json{{"image", "base"}, {"argv", {"true"}}, {"code", "x"}},
+        json{{"image", "base"}, {"argv", {"true"}}, {"lang", "sh"}}, json{{"image", "base"}, {"argv", {""}}},
+        json{{"image", "base"}, {"argv", {std::string("a\0b", 3)}}}, json{{"lang", "sh"}, {"code", "x"}},
+        json{{"image", "base"}, {"code", "x"}}, json{{"image", "base"}, {"lang", "sh"}},
+        json{{"image", "base"}, {"lang", ""}, {"code", "x"}},
         json{{"image", "base"}, {"lang", "s h"}, {"code", "x"}},
         json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"files", {{{"path", "/a"}}}}},
         json{{"image", "base"}, {"lang", "sh"}, {"code", "x"}, {"stdin", "!"}},

@@ -122,6 +122,27 @@ OutputStream ReadOutput(uint16_t port, const std::string& sid, int64_t pid, cons
   return o;
 }
 
+// POST /v1/run with `body`, its NDJSON answer read into an OutputStream
+// (a run's lines are a process stream's, with its own start and end).
+OutputStream PostRun(uint16_t port, const json& body, long timeout_s = 300) {
+  OutputStream o;
+  CURL* c = curl_easy_init();
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1/run";
+  std::string data = body.dump();
+  curl_slist* h = curl_slist_append(nullptr, "Content-Type: application/json");
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, data.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, StreamWrite);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &o);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+  curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &o.status);
+  curl_easy_cleanup(c);
+  curl_slist_free_all(h);
+  return o;
+}
+
 struct Backend {
   std::unique_ptr<Daemon> daemon;
   std::string sid;
@@ -489,6 +510,81 @@ TEST_P(ProcessSuite, ANeverReadingClientDoesNotGrowTheDaemon) {
   std::printf(
       "[ rss      ] %s: daemon RSS %ld KiB before, %ld KiB peak, under 1 GiB to a never-reading client\n",
       GetParam().c_str(), before, peak);
+}
+
+// POST /v1/run: the output as it is produced, then the result; the
+// sandbox is gone after the run, however it ended.
+TEST_P(ProcessSuite, TheRunStreamCarriesOutputAsItComesThenTheResult) {
+  size_t before = Ok("sandbox::list", json::object())["sandboxes"].size();
+  OutputStream o =
+      PostRun(d().port(), {{"image", "base"},
+                           {"isolation", GetParam()},
+                           {"argv", {"sh", "-c", "echo first; sleep 2; echo second >&2; exit 5"}}});
+  ASSERT_EQ(o.status, 200) << o.raw;
+  EXPECT_EQ(o.bad, "");
+  ASSERT_GE(o.lines.size(), 4u) << o.raw;
+  EXPECT_EQ(o.lines.front()["type"], "start");
+  std::string id = o.lines.front().value("sandbox_id", "");
+  EXPECT_EQ(id.size(), 36u) << o.lines.front().dump();
+  ASSERT_TRUE(o.Ended()) << o.lines.back().dump();
+  EXPECT_EQ(o.out, "first\n");
+  EXPECT_EQ(o.err, "second\n");
+  EXPECT_EQ(o.lines.back()["result"]["exit_code"], 5);
+  EXPECT_EQ(o.lines.back()["result"]["success"], false);
+  EXPECT_GT(o.at.back() - o.at[1], 1500ms) << "the first line was held back until the run ended";
+  // Code and its interpreter, as sandbox::run takes them.
+  o = PostRun(d().port(),
+              {{"image", "base"}, {"isolation", GetParam()}, {"lang", "sh"}, {"code", "echo \"$0\""}});
+  ASSERT_TRUE(o.Ended()) << o.raw;
+  EXPECT_EQ(o.out, "/tmp/run.sh\n");
+  // Errors before the start line are ordinary responses; after it, a line.
+  o = PostRun(d().port(), {{"image", "base"}, {"argv", json::array()}});
+  EXPECT_EQ(o.status, 400) << o.raw;
+  EXPECT_EQ(json::parse(o.raw, nullptr, false).value("code", ""), "S001") << o.raw;
+  o = PostRun(d().port(), {{"image", "python"}, {"argv", {"true"}}});
+  EXPECT_EQ(json::parse(o.raw, nullptr, false).value("code", ""), "S100") << o.raw;
+  o = PostRun(d().port(), {{"image", "base"},
+                           {"isolation", GetParam()},
+                           {"timeout_ms", 1500},
+                           {"argv", {"sh", "-c", "echo before; exec sleep 30"}}});
+  ASSERT_EQ(o.status, 200) << o.raw;
+  EXPECT_EQ(o.out, "before\n");
+  ASSERT_TRUE(o.Failed()) << o.raw;
+  EXPECT_EQ(o.lines.back()["code"], "S200");
+  EXPECT_EQ(o.lines.back()["message"], "exec timed out after 1500 ms");
+  EXPECT_FALSE(o.lines.back()["details"].contains("stdout")) << "the output was sent twice";
+  // None of these runs left a sandbox.
+  EXPECT_EQ(Ok("sandbox::list", json::object())["sandboxes"].size(), before);
+}
+
+// A client that goes away (Ctrl-C of `skiff run`) stops the run and its sandbox.
+TEST_P(ProcessSuite, TheRunStreamStopsItsSandboxWhenTheClientGoes) {
+  size_t before = Ok("sandbox::list", json::object())["sandboxes"].size();
+  std::string marker = "1001." + std::to_string(::getpid());
+  int fd = d().Connect();
+  ASSERT_GE(fd, 0);
+  std::string body = json{{"image", "base"}, {"isolation", GetParam()}, {"argv", {"sleep", marker}}}.dump();
+  std::string req = "POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[4096];
+  auto end = Clock::now() + 120s;
+  while (got.find("\"type\":\"start\"") == std::string::npos && Clock::now() < end) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_NE(got.find("\"type\":\"start\""), std::string::npos) << got;
+  EXPECT_EQ(Ok("sandbox::list", json::object())["sandboxes"].size(), before + 1);
+  std::this_thread::sleep_for(500ms);  // the command runs
+  ::close(fd);
+  size_t now = before + 1;
+  for (int i = 0; i < 300 && now != before; ++i) {
+    std::this_thread::sleep_for(100ms);
+    now = Ok("sandbox::list", json::object())["sandboxes"].size();
+  }
+  EXPECT_EQ(now, before) << "the run's sandbox outlived its client";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ProcessSuite, ::testing::Values("jail", "microvm"),

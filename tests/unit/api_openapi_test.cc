@@ -49,6 +49,7 @@ TEST(OpenApi, EveryRouteAndFunctionIsDescribed) {
       {Route::kFiles, "/v1/sandboxes/{id}/files"},
       {Route::kProcessOutput, "/v1/sandboxes/{id}/processes/{pid}/output"},
       {Route::kProcessTty, "/v1/sandboxes/{id}/processes/{pid}/tty"},
+      {Route::kRun, "/v1/run"},
   };
   for (const RouteEntry& e : RouteTable()) {
     auto it = example.find(e.route);

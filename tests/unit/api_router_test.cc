@@ -34,6 +34,7 @@ TEST(ApiRouterTest, EveryEndpoint) {
       {verb::get, "/v1/sandboxes/abc/processes/17/output", Handler::kProcessOutput, "abc"},
       {verb::get, "/v1/sandboxes/abc/processes/17/tty", Handler::kUpgrade, "abc"},
       {verb::get, "/openapi.json", Handler::kOpenApi, ""},
+      {verb::post, "/v1/run", Handler::kRunStream, ""},
   };
   for (const auto& c : cases) {
     Dispatch d = RouteRequest(c.method, c.path);
@@ -49,6 +50,10 @@ TEST(ApiRouterTest, EveryEndpoint) {
     EXPECT_EQ(RouteRequest(verb::get, bad).outcome, Outcome::kNotFound) << bad;
   EXPECT_EQ(RouteRequest(verb::post, "/v1/sandboxes/abc/processes/1/output").outcome,
             Outcome::kMethodNotAllowed);
+  Dispatch get_run = RouteRequest(verb::get, "/v1/run");
+  EXPECT_EQ(get_run.outcome, Outcome::kMethodNotAllowed);
+  EXPECT_EQ(get_run.allow, "POST");
+  EXPECT_EQ(RouteRequest(verb::post, "/v1/run/").outcome, Outcome::kNotFound);
 }
 
 TEST(ApiRouterTest, UnknownRouteIsNotFound) {

@@ -435,8 +435,17 @@ TEST_F(Handlers, ExecAndRunEncoding) {
              {{"image", "python"}, {"code", "print(1)"}, {"lang", "python"}, {"keep_sandbox", true}});
   ASSERT_TRUE(run.ok());
   EXPECT_EQ((*run)["sandbox_id"], kLiveId);
+  // argv: the command reaches the manager as given, with no code or lang.
+  run =
+      Call("sandbox::run", {{"image", "python"}, {"argv", {"python3", "-c", "print(1)"}}, {"timeout_ms", 5}});
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(Fake().last_run.argv, (std::vector<std::string>{"python3", "-c", "print(1)"}));
+  EXPECT_EQ(Fake().last_run.code, "");
+  EXPECT_EQ(Fake().last_run.lang, "");
   // run validation happens before any step
   int before = Fake().calls;
+  EXPECT_EQ(Fail("sandbox::run", {{"image", "python"}, {"argv", {"x"}}, {"lang", "sh"}}).code(), Code::kS001);
+  EXPECT_EQ(Fail("sandbox::run", {{"image", "python"}, {"argv", json::array()}}).code(), Code::kS001);
   EXPECT_EQ(Fail("sandbox::run", {{"image", "python"}, {"code", "x"}, {"lang", "a b"}}).code(), Code::kS001);
   EXPECT_EQ(Fake().calls, before);
 }

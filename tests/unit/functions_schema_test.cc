@@ -135,7 +135,7 @@ TEST(Schemas, RequiredFieldsExactly) {
       {"sandbox::stop", {"sandbox_id"}},
       {"sandbox::list", {}},
       {"sandbox::metrics", {"sandbox_id"}},
-      {"sandbox::run", {"image", "code", "lang"}},
+      {"sandbox::run", {"image"}},  // anyOf code+lang | argv, below
       {"sandbox::catalog::list", {}},
       {"sandbox::fs::ls", {"sandbox_id", "path"}},
       {"sandbox::fs::stat", {"sandbox_id", "path"}},
@@ -175,6 +175,17 @@ TEST(Schemas, RequiredFieldsAreEnforcedByHandlersToo) {
       EXPECT_EQ(res.error().message().rfind(want, 0), 0u) << d.id << ": " << res.error().message();
     }
   }
+}
+
+TEST(Schemas, RunNeedsCodeAndLangOrACommand) {
+  const FunctionDef* d = FindFunction("sandbox::run");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->request_schema["anyOf"],
+            json::array({{{"required", {"code", "lang"}}}, {{"required", {"argv"}}}}));
+  EXPECT_TRUE(ValidateJsonSchema(d->request_schema, {{"image", "base"}, {"argv", {"true"}}}).empty());
+  EXPECT_TRUE(
+      ValidateJsonSchema(d->request_schema, {{"image", "base"}, {"code", "1"}, {"lang", "py"}}).empty());
+  EXPECT_FALSE(ValidateJsonSchema(d->request_schema, {{"image", "base"}, {"code", "1"}}).empty());
 }
 
 TEST(Schemas, CreateNeedsAnImageOrASnapshot) {
