@@ -124,7 +124,9 @@ int RunStreamed(const Endpoint& ep, const RunFlags& f, uint64_t timeout_ms) {
       "/v1/run", api::Dump(RunPayload(f, timeout_ms)),
       [&](std::string_view b) {
         if (!lines.Feed(b)) malformed = true;
-        return !malformed && g_interrupted == 0;
+        // The result (or the error) is the last line: no need to wait for
+        // the end of the response.
+        return !malformed && g_interrupted == 0 && !lines.end() && !lines.error();
       },
       [] { return g_interrupted == 0; });
   if (g_interrupted != 0) {
