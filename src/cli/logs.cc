@@ -14,6 +14,7 @@
 #include "cli/daemon_discovery.h"
 #include "cli/output_lines.h"
 #include "cli/report.h"
+#include "cli/std_sink.h"
 
 namespace skiff::cli {
 namespace {
@@ -26,21 +27,6 @@ struct LogsFlags {
   int64_t pid = 0;
   bool follow = false;
   int64_t since = 0;  // stdout and stderr offset to start from
-};
-
-// stdout to fd 1, stderr to fd 2, a lost range said on stderr.
-class StdSink final : public ProcessOutputSink {
- public:
-  bool OnStart(int64_t, int64_t) override { return true; }
-  bool OnData(uint8_t channel, int64_t, std::string_view bytes) override {
-    WriteAll(channel == 2 ? 2 : 1, bytes);
-    return true;
-  }
-  bool OnGap(uint8_t channel, int64_t from, int64_t to) override {
-    std::fprintf(stderr, "skiff: %lld bytes of %s were lost (the process's output buffer wrapped)\n",
-                 static_cast<long long>(to - from), channel == 2 ? "stderr" : "stdout");
-    return true;
-  }
 };
 
 int Logs(const LogsFlags& f) {

@@ -16,6 +16,7 @@
 #include "cli/daemon_process.h"
 #include "cli/output_lines.h"
 #include "cli/report.h"
+#include "cli/std_sink.h"
 #include "cli/terminal.h"
 #include "functions/decode.h"
 
@@ -95,17 +96,6 @@ int RunForJson(DaemonCalls& d, const RunFlags& f, uint64_t timeout_ms) {
   return r->value("exit_code", 0);
 }
 
-// The run's output, written here as it arrives.
-class StdoutSink final : public ProcessOutputSink {
- public:
-  bool OnStart(int64_t, int64_t) override { return true; }
-  bool OnData(uint8_t channel, int64_t, std::string_view bytes) override {
-    WriteAll(channel == 2 ? 2 : 1, bytes);
-    return true;
-  }
-  bool OnGap(uint8_t, int64_t, int64_t) override { return true; }  // a run's stream has none
-};
-
 // A run that is not attached: one POST /v1/run whose answer streams the
 // output and ends with the result (docs/api.md#run-stream). The daemon
 // stops the sandbox when the run ends, and when this client goes away
@@ -116,7 +106,7 @@ int RunStreamed(const Endpoint& ep, const RunFlags& f, uint64_t timeout_ms) {
   ::sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  StdoutSink sink;
+  StdSink sink;
   OutputLines lines(sink);
   bool malformed = false;
   Client client(ep);
