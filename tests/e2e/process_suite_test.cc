@@ -105,34 +105,21 @@ size_t StreamWrite(char* p, size_t s, size_t n, void* ud) {
   return s * n;
 }
 
-OutputStream ReadOutput(uint16_t port, const std::string& sid, int64_t pid, const std::string& query,
-                        size_t stop_after = 0, long timeout_s = 300) {
+// GET `path`, or POST `body` (JSON) to it, the NDJSON answer read into an
+// OutputStream.
+OutputStream Fetch(uint16_t port, const std::string& path, const std::string* body, size_t stop_after,
+                   long timeout_s) {
   OutputStream o;
   o.stop_after_bytes = stop_after;
   CURL* c = curl_easy_init();
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1/sandboxes/" + sid + "/processes/" +
-                    std::to_string(pid) + "/output" + (query.empty() ? "" : "?" + query);
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_slist* h = nullptr;
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, StreamWrite);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &o);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-  curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &o.status);
-  curl_easy_cleanup(c);
-  return o;
-}
-
-// POST /v1/run with `body`, its NDJSON answer read into an OutputStream
-// (a run's lines are a process stream's, with its own start and end).
-OutputStream PostRun(uint16_t port, const json& body, long timeout_s = 300) {
-  OutputStream o;
-  CURL* c = curl_easy_init();
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1/run";
-  std::string data = body.dump();
-  curl_slist* h = curl_slist_append(nullptr, "Content-Type: application/json");
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, data.c_str());
+  if (body != nullptr) {
+    h = curl_slist_append(nullptr, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->c_str());
+  }
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, StreamWrite);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &o);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
@@ -141,6 +128,21 @@ OutputStream PostRun(uint16_t port, const json& body, long timeout_s = 300) {
   curl_easy_cleanup(c);
   curl_slist_free_all(h);
   return o;
+}
+
+OutputStream ReadOutput(uint16_t port, const std::string& sid, int64_t pid, const std::string& query,
+                        size_t stop_after = 0, long timeout_s = 300) {
+  return Fetch(port,
+               "/v1/sandboxes/" + sid + "/processes/" + std::to_string(pid) + "/output" +
+                   (query.empty() ? "" : "?" + query),
+               nullptr, stop_after, timeout_s);
+}
+
+// POST /v1/run with `body` (a run's lines are a process stream's, with its
+// own start and end).
+OutputStream PostRun(uint16_t port, const json& body, long timeout_s = 300) {
+  std::string data = body.dump();
+  return Fetch(port, "/v1/run", &data, 0, timeout_s);
 }
 
 struct Backend {
