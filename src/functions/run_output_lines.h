@@ -6,7 +6,7 @@
 //   {"type":"start","sandbox_id":"…","stdout_from":0,"stderr_from":0}
 //   {"type":"data","channel":"stdout"|"stderr","offset":N,"data":"<base64>"}
 //   {"type":"end","result":{"exit_code":N,"success":…,"duration_ms":…}}  last line on success
-//   {"type":"error","code":"Sxxx","message":…}                             last line on failure
+//   {"type":"error","code":"S200","message":…}  last line on failure (the error object of docs/errors.md)
 #pragma once
 
 #include <functional>
