@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "cli/checkout_inputs.h"
 #include "cli/commands.h"
 
 namespace skiff::cli {
@@ -70,6 +71,7 @@ void AddCommands(CLI::App& app, int& rc, DaemonMain daemon, std::string_view onl
 }
 
 int Main(int argc, char** argv, DaemonMain daemon) {
+  ReturnToWrapperIfStale(argv);
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"skiff: run untrusted code in short-lived sandboxes"};
   app.require_subcommand(1);
