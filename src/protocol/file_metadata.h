@@ -1,5 +1,6 @@
 // A file's metadata: short key/value pairs kept as the extended attributes
-// `user.e2b.<key>` of the file inside the sandbox (docs/e2b.md#file-metadata).
+// `user.e2b.<key>` of the file inside the sandbox, or `trusted.e2b.<key>`
+// where its filesystem keeps no user attributes (docs/e2b.md#file-metadata).
 // fs.write carries the pairs to set; fs.stat and fs.ls answer them in each
 // FsEntry. Both sides check them with the same rules, since a caller and
 // the sandbox's own processes (which may set any attribute) are both
@@ -29,6 +30,10 @@ struct FileMetadataLimits {
 
 // The prefix of the extended attributes that hold metadata.
 inline constexpr std::string_view kMetadataXattrPrefix = "user.e2b.";
+// The same pairs on a filesystem that keeps no user attributes (tmpfs before
+// Linux 6.6: a microVM guest's). They need CAP_SYS_ADMIN, which only the
+// agent has: the sandbox's processes can neither see nor set them.
+inline constexpr std::string_view kMetadataTrustedXattrPrefix = "trusted.e2b.";
 
 // An HTTP token (RFC 9110 tchar): 1..kMaxKeyBytes of letters, digits and
 // !#$%&'*+-.^_`|~.

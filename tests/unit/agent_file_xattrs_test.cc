@@ -1,9 +1,9 @@
-// File metadata as user.e2b.* extended attributes (agent/file_xattrs.h) on
-// real files of this machine: written through an atomic write, read back
-// by fs.stat and fs.ls, and attributes set by other means filtered to what
-// the protocol allows. Where the test directory's filesystem keeps no user
-// attributes, the write must be S216 saying so (and the reading tests are skipped,
-// saying why).
+// File metadata as user.e2b.* (or trusted.e2b.*) extended attributes
+// (agent/file_xattrs.h) on real files of this machine: written through an
+// atomic write, read back by fs.stat and fs.ls, and attributes set by other
+// means filtered to what the protocol allows. Where the test directory's
+// filesystem keeps neither kind for this process, the write must be S216
+// saying so (and the reading tests are skipped, saying why).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/xattr.h>
@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -40,7 +41,7 @@ class AgentFileXattrs : public ::testing::Test {
     for (const auto& parent : parents) {
       std::string tmpl = parent + "/skiff-xattr-XXXXXX";
       if (::mkdtemp(tmpl.data()) == nullptr) continue;
-      bool keeps = KeepsUserXattrs(tmpl);
+      bool keeps = Keeps(tmpl, "user.probe");
       if (dir_.empty() || keeps) {
         if (!dir_.empty()) std::filesystem::remove_all(dir_);
         dir_ = tmpl;
@@ -52,11 +53,12 @@ class AgentFileXattrs : public ::testing::Test {
     }
     ASSERT_FALSE(dir_.empty()) << "no writable temporary directory";
   }
-  static bool KeepsUserXattrs(const std::string& dir) {
+  // Whether `dir` keeps the attribute `name` set by this process.
+  static bool Keeps(const std::string& dir, const char* name) {
     std::string probe = dir + "/probe";
     int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) return false;
-    bool keeps = ::fsetxattr(fd, "user.probe", "1", 1, 0) == 0 || errno != ENOTSUP;
+    bool keeps = ::fsetxattr(fd, name, "1", 1, 0) == 0;
     ::close(fd);
     ::unlink(probe.c_str());
     return keeps;
@@ -88,7 +90,7 @@ class AgentFileXattrs : public ::testing::Test {
 TEST_F(AgentFileXattrs, AWriteSetsThemAndAWriteWithoutThemClearsThem) {
   std::string f = dir_ + "/f.txt";
   Status st = Write(f, "one", {{"owner", "alice"}, {"tag", ""}});
-  if (!supported_) {
+  if (!supported_ && !Keeps(dir_, "trusted.probe")) {
     ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.error().code(), Code::kS216) << st.error().ToString();
     EXPECT_NE(st.error().message().find("file metadata not supported"), std::string::npos);
@@ -134,6 +136,28 @@ TEST_F(AgentFileXattrs, AttributesSetInsideTheSandboxAreReadBackWithinTheRules) 
   EXPECT_EQ(list->entries[0].metadata, (proto::FileMetadata{{"k", "dir"}}));
   EXPECT_EQ(list->entries[1].metadata, (proto::FileMetadata{{"Mixed-Case", "shown as set"}}));
   EXPECT_TRUE(list->entries[2].metadata.empty());
+}
+
+// Where user attributes are not kept (a microVM guest's tmpfs), the agent
+// keeps the pairs as trusted.e2b.*: read back the same, within the same
+// rules, and a key under both prefixes shows its user value.
+TEST_F(AgentFileXattrs, TrustedAttributesAreReadBackToo) {
+  std::string f = dir_ + "/t";
+  ASSERT_TRUE(Write(f, "x", {}).ok());
+  auto set = [&](const std::string& name, const std::string& value) {
+    return ::setxattr(f.c_str(), name.c_str(), value.data(), value.size(), 0) == 0;
+  };
+  if (!set("trusted.e2b.owner", "root")) {
+    // Trusted attributes need CAP_SYS_ADMIN (the suite runs as root).
+    GTEST_SKIP() << "trusted xattrs cannot be set here: " << std::strerror(errno);
+  }
+  ASSERT_TRUE(set("trusted.e2b.bad key", "left out"));
+  ASSERT_TRUE(set("trusted.other", "not metadata"));
+  EXPECT_EQ(Stat(f).metadata, (proto::FileMetadata{{"owner", "root"}}));
+  if (!supported_) return;
+  ASSERT_TRUE(set("user.e2b.owner", "user value"));
+  ASSERT_TRUE(set("user.e2b.more", "1"));
+  EXPECT_EQ(Stat(f).metadata, (proto::FileMetadata{{"more", "1"}, {"owner", "user value"}}));
 }
 
 TEST_F(AgentFileXattrs, ManyAttributesAreCappedAtTheProtocolsLimits) {
