@@ -375,6 +375,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
     // The connection as the pool thread watches it for the client's
     // hang-up (a copy: the session may close its own meanwhile).
     auto peer = std::make_shared<UniqueFd>(::fcntl(stream_.socket().native_handle(), F_DUPFD_CLOEXEC, 0));
+    if (!peer->valid()) {
+      // Without the copy a departed client would go unnoticed while the
+      // command is quiet: refuse the run before it starts, saying why.
+      *failure = Error::Sys(Code::kS300, "fcntl(F_DUPFD_CLOEXEC)", "the run's connection", errno);
+      ch->Abort(failure->value().message());
+      PumpDownload();
+      return;
+    }
     Status queued = srv_.Dispatch(
         std::nullopt, *caller, [self, caller, ch, failure, peer, payload = std::move(payload)]() {
           auto spec = fn::DecodeRun(payload);
@@ -395,7 +403,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Protocol>> {
                 }
                 return ch->PushBlocking(Frame{true, std::string(line)}).ok();
               },
-              [&] { return !ch->Finished() && peer->valid() && !PeerHungUp(peer->get()); });
+              [&] { return !ch->Finished() && !PeerHungUp(peer->get()); });
           // Counted as the function call it is.
           Result<ExecResult> r = caller->Run(*spec, &lines);
           self->srv_.metrics.FunctionCall("sandbox::run",

@@ -187,7 +187,9 @@ An error before the `start` line (a bad request, an image that is not allowed, a
 is an ordinary error response; after it, an `{"type":"error","code":…,"message":…}` line ends the
 stream (`S200` when the command ran out of time), its `details` without the output already sent.
 The sandbox is stopped when the run ends, and when the client goes away (closing the connection
-is how Ctrl-C stops a run): the daemon notices at the next output or within a second.
+is how Ctrl-C stops a run): the daemon notices at the next output or within a second. A client
+that shuts down its sending side after the request (a half-close) counts as gone too: keep the
+connection open both ways until the `end` line.
 
 ## Live processes
 
