@@ -901,13 +901,12 @@ TEST_F(JailTest, BadPolicyIsRejected) {
   // An image with a symlink where a mount point belongs cannot redirect the
   // mount: the boot fails instead.
   {
-    std::string top = "/tmp/skiff-jail-test-" + NewUuid();
-    ASSERT_EQ(::mkdir(top.c_str(), 0755), 0);
+    testing_support::TempDir layer("jail-layer");
+    const std::string& top = layer.path();
+    ASSERT_EQ(::chmod(top.c_str(), 0755), 0);
     ASSERT_EQ(::symlink("/", (top + "/proc").c_str()), 0);
     p.rootfs.layers[0].lower.insert(p.rootfs.layers[0].lower.begin(), top);
     r = iso_->Start(p);
-    ::unlink((top + "/proc").c_str());
-    ::rmdir(top.c_str());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code(), Code::kS300);
     EXPECT_NE(r.error().message().find("ENOTDIR"), std::string::npos) << r.error().message();

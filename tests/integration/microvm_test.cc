@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -33,6 +34,7 @@
 #include "base/text.h"
 #include "busybox_rootfs.h"
 #include "protocol/client.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -283,8 +285,8 @@ TEST_F(MicrovmTest, ASnapshotOfALiveVmRestoresItsProcessesAndFiles) {
   // A stream the copy must not inherit: a long exec in flight.
   auto slow = vm->client->Open(json{{"op", "exec"}, {"argv", {"/bin/sleep", "31"}}});
   ASSERT_TRUE(slow.ok());
-  std::string dir = "/tmp/skiff-vmsnap-" + NewUuid();
-  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  testing_support::TempDir snap_dir("vmsnap");
+  const std::string& dir = snap_dir.path();
   auto q = vm->client->Quiesce(Clock::now() + 10s);
   ASSERT_TRUE(q.ok()) << q.error().ToString();
   auto saved = vm->inst->Snapshot(dir, uint64_t{1} << 30);
@@ -332,7 +334,6 @@ TEST_F(MicrovmTest, ASnapshotOfALiveVmRestoresItsProcessesAndFiles) {
   (*slow)->Cancel();
   vm->client.reset();
   vm->inst->Stop(2000ms);
-  EXPECT_TRUE(RemoveTree(dir).ok());
 }
 
 // Regression: with the microvm's PIT and PIC off, the guest had no working
@@ -401,7 +402,8 @@ TEST_F(MicrovmTest, HostProcessesFilesAndLoopbackAreUnreachable) {
   proto::Client& c = *Shared().client;
 
   // A host file and a host loopback service.
-  std::string marker = "/tmp/skiff-microvm-host-" + RandomHex(4);
+  testing_support::TempDir host_dir("vm-host");
+  std::string marker = host_dir / "secret";
   std::ofstream(marker) << "host secret";
   int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(ls, 0);
@@ -427,7 +429,6 @@ TEST_F(MicrovmTest, HostProcessesFilesAndLoopbackAreUnreachable) {
   ::fcntl(ls, F_SETFL, fl | O_NONBLOCK);
   EXPECT_LT(::accept(ls, reinterpret_cast<sockaddr*>(&peer), &plen), 0);
   ::close(ls);
-  ::unlink(marker.c_str());
 
   // The guest's process table holds the guest's processes only.
   auto ps = Exec(c, {"sh", "-c", "ls -d /proc/[0-9]* | wc -l"});
@@ -488,13 +489,13 @@ TEST_F(MicrovmTest, SigkillOfTheVmmMidExecClosesTheStreamAndLeavesNothing) {
 }
 
 TEST_F(MicrovmTest, ABrokenImageFailsTheBootWithTheConsoleTail) {
-  std::string bad = "/tmp/skiff-microvm-bad-" + RandomHex(4) + ".img";
+  testing_support::TempDir bad_dir("vm-bad");
+  std::string bad = bad_dir / "bad.img";
   std::ofstream(bad) << std::string(1 << 20, '\0');
   SandboxPolicy p = Policy();
   p.rootfs.block_image = bad;
   auto t0 = Clock::now();
   auto r = iso_->Start(p);
-  ::unlink(bad.c_str());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kS300);
   EXPECT_NE(r.error().message().find("platform failure: boot: "), std::string::npos);
@@ -543,8 +544,8 @@ class MicrovmSnapshotTest : public MicrovmTest {
     saved_cache_ = std::getenv("SKIFF_CACHE_DIR") ? std::getenv("SKIFF_CACHE_DIR") : "";
     saved_kernel_ = std::getenv("SKIFF_KERNEL") ? std::getenv("SKIFF_KERNEL") : "";
     ::setenv("SKIFF_KERNEL", real, 1);
-    cache_ = "/tmp/skiff-snapshot-test-" + RandomHex(6);
-    ASSERT_EQ(::mkdir(cache_.c_str(), 0700), 0);
+    cache_dir_.emplace("vm-cache");
+    cache_ = cache_dir_->path();
     ::setenv("SKIFF_CACHE_DIR", cache_.c_str(), 1);
   }
   void TearDown() override {
@@ -562,8 +563,7 @@ class MicrovmSnapshotTest : public MicrovmTest {
       ::unsetenv("SKIFF_KERNEL");
     else
       ::setenv("SKIFF_KERNEL", saved_kernel_.c_str(), 1);
-    std::string rm = "rm -rf '" + cache_ + "'";
-    EXPECT_EQ(std::system(rm.c_str()), 0);
+    cache_dir_.reset();  // removes the cache, failing the test if it cannot
   }
 
   // The template directories (<cache>/microvm/snapshots/<key>/), and
@@ -592,6 +592,7 @@ class MicrovmSnapshotTest : public MicrovmTest {
     return vms_.back().get();
   }
 
+  std::optional<testing_support::TempDir> cache_dir_;
   std::string cache_, saved_cache_, saved_kernel_;
   std::vector<std::unique_ptr<Vm>> vms_;
 };
