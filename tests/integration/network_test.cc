@@ -46,6 +46,7 @@
 #include "isolation/net/sandbox_net.h"
 #include "protocol/client.h"
 #include "sandbox/backends.h"
+#include "support/temp_dir.h"
 
 namespace skiff {
 namespace {
@@ -1216,6 +1217,44 @@ TEST_F(MicrovmDomainAllowTest, GuestCodeForgingFramesGetsNoAnswerAndTeachesTheBr
   EXPECT_NE(entries[0].find(std::string(net::kGuestMac) + " dev vm0 master br0 static"), std::string::npos)
       << entries[0];
   (*inst)->Stop(1000ms);
+}
+
+// A networked VM saved whole (a snapshot, or a fork's) restores with a
+// network of its own: a namespace, helper and filter made for the restoring
+// policy, behind the same guest address; the guest reaches what that policy
+// allows through it, and nothing of it outlives the copy. Restoring it
+// without network is refused, saying why.
+TEST_F(MicrovmNetworkTest, ASavedNetworkedVmRestoresWithANetworkOfItsOwn) {
+  auto src = iso_->Start(VmPolicy(true));
+  ASSERT_TRUE(src.ok()) << src.error().ToString();
+  testing_support::TempDir dir("vm-netsnap");
+  {
+    auto c = proto::Client::Connect((*src)->TakeChannel(), 30s);
+    ASSERT_TRUE(c.ok()) << c.error().ToString();
+    EXPECT_EQ(Sh(**c, "echo kept > /tmp/file; echo ok"), "ok\n");
+    auto q = (*c)->Quiesce(Clock::now() + 10s);
+    ASSERT_TRUE(q.ok()) << q.error().ToString();
+    auto saved = (*src)->Snapshot(dir.path(), uint64_t{1} << 30);
+    ASSERT_TRUE((*c)->Release(*q, Clock::now() + 10s).ok());
+    ASSERT_TRUE(saved.ok()) << saved.error().ToString();
+    EXPECT_TRUE(saved->memory);
+  }
+  (*src)->Stop(1000ms);
+  src->reset();
+
+  SandboxPolicy off = VmPolicy(false);
+  off.restore_dir = dir.path();
+  auto refused = iso_->Start(off);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kS300);
+  EXPECT_NE(refused.error().message().find("saved with network: true"), std::string::npos)
+      << refused.error().message();
+
+  SandboxPolicy on = VmPolicy(true);
+  on.restore_dir = dir.path();
+  std::string kept;
+  RunProbe(*iso_, on, "eth0", "cat /tmp/file", &kept);
+  EXPECT_EQ(kept, "kept\n") << "the copy runs on from the saved state";
 }
 
 TEST_F(MicrovmNetworkTest, NoNetworkMeansOnlyLoopback) {

@@ -238,10 +238,6 @@ class MicrovmInstance : public Instance {
   Result<SnapshotContents> SnapshotLocked(const std::string& dir, uint64_t max_bytes) {
     if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
     if (!qmp_) return Platform("isolation", "microvm: this VM has no monitor");
-    if (net_)
-      return Platform("snapshot",
-                      "microvm: a VM with network: true cannot be snapshotted (its NIC belongs to this "
-                      "sandbox's network namespace); create it without network to snapshot or fork it");
     auto deadline = Clock::now() + std::chrono::seconds(5);
     if (!qmp_->negotiated()) SKIFF_RETURN_IF_ERROR(qmp_->Handshake(deadline));
     SKIFF_ASSIGN_OR_RETURN(nlohmann::json status, qmp_->Execute("query-status", {}, deadline));
@@ -356,8 +352,6 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   int64_t template_ms = -1;
   std::optional<Launched> vm;
   if (!policy.restore_dir.empty()) {
-    if (policy.network)
-      return Platform("boot", "microvm: a VM restored from a snapshot cannot have network: true");
     SKIFF_ASSIGN_OR_RETURN(spec, RestoreSpec(policy.restore_dir, policy, parts, kvm));
     bool killed = false;
     SKIFF_ASSIGN_OR_RETURN(
@@ -398,7 +392,7 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   std::string state = vm->state.Release();
   std::unique_ptr<Qmp> monitor = std::move(vm->monitor);
   if (!monitor && vm->qmp) monitor = std::make_unique<Qmp>(std::move(vm->qmp));
-  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append};
+  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append, policy.network};
   return std::unique_ptr<Instance>(
       new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
                           uint64_t{policy.memory_mb} << 20, std::move(vm->net), std::move(monitor),
@@ -457,7 +451,7 @@ nlohmann::json MicrovmIsolator::Doctor() {
   if (!SnapshotsEnabled()) snap["note"] = "SKIFF_MICROVM_SNAPSHOT=0: every VM boots";
   d["snapshots"] = snap;
   // What a sandbox's state can do here (docs/snapshots.md); network: true
-  // VMs pause but neither snapshot nor hibernate.
+  // VMs pause, snapshot and fork, but do not hibernate.
   d["state_modes"] = {{"pause", true}, {"snapshot", "memory+disk"}, {"fork", true}, {"hibernate", true}};
   auto st = Available();
   d["available"] = st.ok();

@@ -33,7 +33,8 @@ Result<SnapshotContents> SaveVmSnapshot(Qmp& qmp, const VmShape& shape, const Pa
                          {"block_image", shape.block_image},
                          {"block_image_id", FileIdentity(shape.block_image)},
                          {"qemu_id", FileIdentity(parts.qemu_real)},
-                         {"append", shape.append}};
+                         {"append", shape.append},
+                         {"network", shape.network}};
   std::string text = meta.dump() + "\n";
   SKIFF_RETURN_IF_ERROR(WriteFileAtomic(dir + "/vm.json", text, 0600));
   return SnapshotContents{true, bytes + text.size()};
@@ -62,6 +63,13 @@ Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& poli
       str("block_image_id") != FileIdentity(policy.rootfs.block_image))
     return Mismatch("its image has been rebuilt or replaced since");
   if (str("qemu_id") != FileIdentity(parts.qemu_real)) return Mismatch("QEMU has changed since");
+  // Absent in saves from before networked VMs could be saved: none had a NIC.
+  auto net = m.find("network");
+  if (net != m.end() && !net->is_boolean()) return Mismatch("unknown format");
+  const bool network = net != m.end() && net->get<bool>();
+  if (network != policy.network)
+    return Mismatch(network ? "it was saved with network: true; create from it with network: true"
+                            : "it was saved without network; create from it without network");
   struct stat st {};
   if (::stat((dir + "/state").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return Mismatch("its state file is missing");
@@ -72,6 +80,7 @@ Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& poli
   spec.block_image = policy.rootfs.block_image;
   spec.kvm = kvm;
   spec.append = str("append");
+  spec.network = network ? &policy : nullptr;
   return spec;
 }
 

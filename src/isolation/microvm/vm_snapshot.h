@@ -23,6 +23,9 @@ struct VmShape {
   std::string block_image;
   bool kvm = false;
   std::string append;
+  // With a NIC (network: true): a restore gets a network of its own, made
+  // for the restoring sandbox's policy, behind the same guest address.
+  bool network = false;
 };
 
 // Saves the VM behind `qmp` into `dir` (see above). `was_paused`: its
@@ -31,7 +34,10 @@ Result<SnapshotContents> SaveVmSnapshot(Qmp& qmp, const VmShape& shape, const Pa
                                         const std::string& dir, uint64_t max_bytes, bool was_paused);
 
 // The launch of a VM restoring `dir` for `policy` on this host (whose
-// accelerator is `kvm`), or S300 naming what no longer matches.
+// accelerator is `kvm`), or S300 naming what no longer matches. A VM saved
+// with network: true restores only for a policy with network: true (its
+// launch then makes that sandbox's network, `policy` outliving the
+// launch), and one saved without only for a policy without.
 Result<LaunchSpec> RestoreSpec(const std::string& dir, const SandboxPolicy& policy, const Parts& parts,
                                bool kvm);
 
