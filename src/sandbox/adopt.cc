@@ -38,7 +38,8 @@ Status SandboxManager::AdoptOne(const SnapshotRecord& rec) {
   auto sb = std::make_shared<Sandbox>();
   sb->id = h.sandbox_id;
   SandboxPolicy policy = PrepareBoot(
-      *sb, {rec.image, rec.isolation, rec.cpus, rec.memory_mb, false, snapshots_.Dir(rec.snapshot_id)}, img);
+      *sb, {rec.image, rec.isolation, rec.cpus, rec.memory_mb, h.network, snapshots_.Dir(rec.snapshot_id)},
+      img);
   SKIFF_ASSIGN_OR_RETURN(sb->instance, iso->second->Dormant(policy));
   SKIFF_ASSIGN_OR_RETURN(sb->client, proto::Client::Dormant());
   sb->name = h.name;

@@ -114,6 +114,7 @@ Status SandboxManager::Hibernate(const std::string& sandbox_id) {
   h.hibernate_on_idle = sb->hibernate_on_idle;
   h.auto_resume = sb->auto_resume;
   h.created_unix_ms = sb->created_unix_ms;
+  h.network = sb->network;
   r.sandbox = std::move(h);
   Result<SnapshotRecord> rec = snapshots_.Commit(*pending, std::move(r));
   if (!rec.ok()) return std::move(rec).error().With("while hibernating sandbox " + sandbox_id);

@@ -14,7 +14,7 @@ bool IsUuid(const std::string& s) { return CanonicalUuid(s) == s; }
 
 // Bounds on what a record may hold: it is read back from disk.
 constexpr size_t kMaxEnv = 4096;
-constexpr size_t kMaxText = 64 * 1024;
+constexpr size_t kMaxText = size_t{64} * 1024;
 
 json SandboxJson(const HibernatedSandbox& h) {
   json env = json::array();
@@ -26,7 +26,8 @@ json SandboxJson(const HibernatedSandbox& h) {
               {"pause_on_idle", h.pause_on_idle},
               {"hibernate_on_idle", h.hibernate_on_idle},
               {"auto_resume", h.auto_resume},
-              {"created_unix_ms", h.created_unix_ms}};
+              {"created_unix_ms", h.created_unix_ms},
+              {"network", h.network}};
 }
 
 // Throws (nlohmann's type errors, or std::invalid_argument) on anything malformed.
@@ -51,6 +52,8 @@ HibernatedSandbox SandboxFromJson(const json& j) {
   h.hibernate_on_idle = j.at("hibernate_on_idle").get<bool>();
   h.auto_resume = j.at("auto_resume").get<bool>();
   h.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
+  // Absent in records from before networked sandboxes could hibernate.
+  if (auto net = j.find("network"); net != j.end()) h.network = net->get<bool>();
   return h;
 }
 

@@ -25,6 +25,7 @@ struct HibernatedSandbox {
   bool hibernate_on_idle = false;
   bool auto_resume = false;
   int64_t created_unix_ms = 0;
+  bool network = false;  // created with network: true (its wake makes it a new one)
 };
 
 struct SnapshotRecord {

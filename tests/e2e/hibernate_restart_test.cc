@@ -112,6 +112,39 @@ TEST_F(HibernateRestart, AHibernatedSandboxWakesUnderTheNextDaemon) {
   }
 }
 
+// The guest's NIC once its link is up (the guest sets it up as it starts).
+const char* kLinkUp =
+    "for i in $(seq 100); do [ \"$(cat /sys/class/net/eth0/operstate)\" = up ] && break; sleep 0.1; done; "
+    "cat /sys/class/net/eth0/operstate";
+
+// network: true survives too: the record says so, and the next daemon's
+// wake gives the VM a network of its own again, behind the same address.
+TEST_F(HibernateRestart, ANetworkedSandboxWakesUnderTheNextDaemonWithItsNetwork) {
+  std::string id;
+  {
+    Daemon d(Config("base"));
+    ASSERT_TRUE(d.ready()) << d.Log();
+    id = Ok(d, "sandbox::create", {{"image", "base"}, {"network", true}})["sandbox_id"];
+    ASSERT_FALSE(id.empty());
+    EXPECT_EQ(Sh(d, id, std::string("echo kept > /root/state; ") + kLinkUp), "up\n");
+    EXPECT_EQ(Ok(d, "sandbox::pause", {{"sandbox_id", id}, {"mode", "disk"}})["hibernated"], true);
+    EXPECT_EQ(d.Terminate(), 0) << d.Log();
+  }
+  {
+    Daemon d(Config("base"));
+    ASSERT_TRUE(d.ready()) << d.Log();
+    json e = Entry(d, id);
+    ASSERT_FALSE(e.is_null()) << "not listed again";
+    EXPECT_EQ(e["network"], true) << e.dump();
+    EXPECT_EQ(e["hibernated"], true);
+    Ok(d, "sandbox::resume", {{"sandbox_id", id}});
+    EXPECT_EQ(Sh(d, id, std::string("cat /root/state; ") + kLinkUp), "kept\nup\n");
+    Ok(d, "sandbox::stop", {{"sandbox_id", id}, {"wait", true}});
+    EXPECT_EQ(SnapshotDirs(), 0);
+    EXPECT_EQ(d.Terminate(), 0);
+  }
+}
+
 TEST_F(HibernateRestart, OneTheNextDaemonMayNotRunIsKeptAsASnapshot) {
   std::string id;
   {

@@ -1257,6 +1257,52 @@ TEST_F(MicrovmNetworkTest, ASavedNetworkedVmRestoresWithANetworkOfItsOwn) {
   EXPECT_EQ(kept, "kept\n") << "the copy runs on from the saved state";
 }
 
+// A networked VM hibernates with its network: slirp4netns and the namespace
+// go with the VMM, and the wake makes new ones for the same policy, through
+// which the guest reaches what that policy allows.
+TEST_F(MicrovmNetworkTest, AHibernatedNetworkedVmWakesWithANetworkOfItsOwn) {
+  auto inst = iso_->Start(VmPolicy(true));
+  ASSERT_TRUE(inst.ok()) << inst.error().ToString();
+  json d = (*inst)->Describe();
+  pid_t helper = d["net_helper_pid"].get<pid_t>();
+  uint64_t ino = d["netns_inode"].get<uint64_t>();
+  auto c = proto::Client::Connect((*inst)->TakeChannel(), 30s);
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(Sh(**c, "echo kept > /tmp/file; echo ok"), "ok\n");
+  ASSERT_TRUE((*inst)->CanHibernate().ok());
+
+  testing_support::TempDir dir("vm-nethib");
+  auto q = (*c)->Quiesce(Clock::now() + 10s);
+  ASSERT_TRUE(q.ok()) << q.error().ToString();
+  ASSERT_TRUE((*c)->Suspend().ok());
+  auto saved = (*inst)->Hibernate(dir.path(), uint64_t{1} << 30);
+  ASSERT_TRUE(saved.ok()) << saved.error().ToString();
+  EXPECT_FALSE(Alive(helper)) << "slirp4netns outlived the hibernated VM";
+  EXPECT_EQ(NetnsUsers(ino), 0) << "the hibernated VM's namespace is still referenced";
+  EXPECT_FALSE((*inst)->Describe().contains("net_helper_pid"));
+
+  auto ch = (*inst)->Wake(dir.path());
+  ASSERT_TRUE(ch.ok()) << ch.error().ToString();
+  ASSERT_TRUE((*c)->Rebind(std::move(ch).value(), 30s).ok());
+  d = (*inst)->Describe();
+  ASSERT_TRUE(d.contains("net_helper_pid")) << d.dump();
+  pid_t woken_helper = d["net_helper_pid"].get<pid_t>();
+  uint64_t woken_ino = d["netns_inode"].get<uint64_t>();
+  EXPECT_TRUE(Alive(woken_helper));
+  EXPECT_EQ(Sh(**c, "cat /tmp/file"), "kept\n");
+  int before = listed_.accepted();
+  ExpectProbe(Sh(**c, ProbeScript(listed_.port(), unlisted_.port(), host_ip_, any_.port())), "eth0",
+              !host_ip_.empty());
+  EXPECT_EQ(listed_.accepted(), before + 1);
+  EXPECT_EQ(unlisted_.accepted(), 0);
+  EXPECT_EQ(any_.accepted(), 0);
+  c->reset();
+  (*inst)->Stop(1000ms);
+  inst->reset();
+  EXPECT_FALSE(Alive(woken_helper));
+  EXPECT_EQ(NetnsUsers(woken_ino), 0);
+}
+
 TEST_F(MicrovmNetworkTest, NoNetworkMeansOnlyLoopback) {
   auto inst = iso_->Start(VmPolicy(false));
   ASSERT_TRUE(inst.ok()) << inst.error().ToString();

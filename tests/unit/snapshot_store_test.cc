@@ -60,6 +60,7 @@ HibernatedSandbox Hib() {
   h.pause_on_idle = true;
   h.auto_resume = true;
   h.created_unix_ms = 42;
+  h.network = true;
   return h;
 }
 
@@ -158,6 +159,7 @@ TEST_F(SnapshotStoreTest, ARestartKeepsSnapshotsAndHibernationsOnly) {
   EXPECT_EQ(h.idle_timeout_secs, 60u);
   EXPECT_TRUE(h.pause_on_idle && h.hibernate_on_idle && h.auto_resume);
   EXPECT_EQ(h.created_unix_ms, 42);
+  EXPECT_TRUE(h.network);
   EXPECT_FALSE(Exists(s.Dir(fork))) << "a fork's snapshot outlives no daemon";
   EXPECT_FALSE(Exists(root_ + "/00000000-0000-4000-8000-00000000000b"));
   EXPECT_FALSE(Exists(root_ + "/00000000-0000-4000-8000-00000000000c"));

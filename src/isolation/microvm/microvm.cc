@@ -55,6 +55,12 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
+// A network: true VM's policy, kept for a wake after a hibernation.
+std::optional<net::NetPolicy> NetPolicyOf(const SandboxPolicy& policy) {
+  if (!policy.network) return std::nullopt;
+  return net::NetPolicy{policy.net_host_ports, policy.net_allow};
+}
+
 // The first line `argv` prints on stdout (for `qemu --version`), "" when it
 // does not run.
 std::string FirstLineOf(const std::vector<std::string>& argv) {
@@ -77,9 +83,11 @@ std::string FirstLineOf(const std::vector<std::string>& argv) {
 class MicrovmInstance : public Instance {
  public:
   MicrovmInstance(std::string state_dir, Process proc, UniqueFd chan, nlohmann::json facts,
-                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net, std::unique_ptr<Qmp> qmp,
-                  VmShape shape, Parts parts, std::string id, std::string hostname)
+                  uint64_t guest_bytes, std::unique_ptr<net::SandboxNet> net,
+                  std::optional<net::NetPolicy> net_policy, std::unique_ptr<Qmp> qmp, VmShape shape,
+                  Parts parts, std::string id, std::string hostname)
       : shape_(std::move(shape)),
+        net_policy_(std::move(net_policy)),
         parts_(std::move(parts)),
         id_(std::move(id)),
         hostname_(std::move(hostname)),
@@ -167,6 +175,10 @@ class MicrovmInstance : public Instance {
     (void)proc_.Signal(SIGKILL);
     (void)proc_.Wait(std::nullopt);
     qmp_.reset();
+    // Its network too (slirp4netns, the namespace): the wake makes a new one.
+    net_.reset();
+    facts_.erase("net_helper_pid");
+    facts_.erase("netns_inode");
     RemoveStateDir(state_dir_);
     state_dir_.clear();
     hibernated_ = true;
@@ -204,10 +216,6 @@ class MicrovmInstance : public Instance {
 
   Status CanHibernate() override {
     std::lock_guard<std::mutex> lk(mu_);
-    if (net_)
-      return Platform("snapshot",
-                      "microvm: a VM with network: true cannot hibernate (its NIC belongs to this sandbox's "
-                      "network namespace)");
     if (stopped_ || proc_.exited()) return Platform("isolation", "microvm: the VM has stopped");
     return OkStatus();
   }
@@ -221,9 +229,20 @@ class MicrovmInstance : public Instance {
     p.cpus = static_cast<uint32_t>(shape_.cpus);
     p.memory_mb = shape_.memory_mb;
     p.rootfs.block_image = shape_.block_image;
+    // network: true: a network of its own again, for the same policy.
+    p.network = net_policy_.has_value();
+    if (net_policy_) {
+      p.net_host_ports = net_policy_->host_ports;
+      p.net_allow = net_policy_->allow;
+    }
     SKIFF_ASSIGN_OR_RETURN(LaunchSpec spec, RestoreSpec(dir, p, parts_, shape_.kvm));
     bool killed = false;
     SKIFF_ASSIGN_OR_RETURN(Launched l, RestoreVm(parts_, spec, dir + "/state", hostname_, &killed));
+    net_ = std::move(l.net);
+    if (net_) {
+      facts_["net_helper_pid"] = net_->helper_pid();
+      facts_["netns_inode"] = net_->netns_inode();
+    }
     proc_ = std::move(l.proc);
     pid_ = proc_.pid();
     qmp_ = std::move(l.monitor);
@@ -279,6 +298,7 @@ class MicrovmInstance : public Instance {
   }
 
   const VmShape shape_;
+  const std::optional<net::NetPolicy> net_policy_;  // network: true, for a wake
   const Parts parts_;
   const std::string id_;
   const std::string hostname_;  // the guest's
@@ -393,16 +413,15 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Start(const SandboxPolicy& po
   std::unique_ptr<Qmp> monitor = std::move(vm->monitor);
   if (!monitor && vm->qmp) monitor = std::make_unique<Qmp>(std::move(vm->qmp));
   VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append, policy.network};
-  return std::unique_ptr<Instance>(
-      new MicrovmInstance(state, std::move(vm->proc), std::move(vm->chan), std::move(facts),
-                          uint64_t{policy.memory_mb} << 20, std::move(vm->net), std::move(monitor),
-                          std::move(shape), std::move(parts), policy.id, GuestHostname(policy.hostname)));
+  return std::unique_ptr<Instance>(new MicrovmInstance(
+      state, std::move(vm->proc), std::move(vm->chan), std::move(facts), uint64_t{policy.memory_mb} << 20,
+      std::move(vm->net), NetPolicyOf(policy), std::move(monitor), std::move(shape), std::move(parts),
+      policy.id, GuestHostname(policy.hostname)));
 }
 
 Result<std::unique_ptr<Instance>> MicrovmIsolator::Dormant(const SandboxPolicy& policy) {
   if (!SafeId(policy.id)) return Platform("boot", "microvm: bad sandbox id");
   if (policy.restore_dir.empty()) return Platform("boot", "microvm: no saved state to take up");
-  if (policy.network) return Platform("boot", "microvm: a hibernated VM has no network");
   SKIFF_RETURN_IF_ERROR(Available());
   const bool kvm = KvmUsable();
   SKIFF_ASSIGN_OR_RETURN(Parts parts, ResolveParts());
@@ -412,11 +431,12 @@ Result<std::unique_ptr<Instance>> MicrovmIsolator::Dormant(const SandboxPolicy& 
   nlohmann::json facts = {
       {"isolation", "microvm"},        {"accel", kvm ? "kvm" : "tcg"}, {"vcpus", policy.cpus},
       {"memory_mb", policy.memory_mb}, {"kernel", parts.kernel},       {"restored", true},
-      {"from_snapshot", false},        {"hibernated", true},           {"network", false}};
-  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append};
-  auto inst = std::make_unique<MicrovmInstance>(
-      "", Process(), UniqueFd(), std::move(facts), uint64_t{policy.memory_mb} << 20, nullptr, nullptr,
-      std::move(shape), std::move(parts), policy.id, GuestHostname(policy.hostname));
+      {"from_snapshot", false},        {"hibernated", true},           {"network", policy.network}};
+  VmShape shape{spec.cpus, spec.memory_mb, spec.block_image, kvm, spec.append, policy.network};
+  auto inst = std::make_unique<MicrovmInstance>("", Process(), UniqueFd(), std::move(facts),
+                                                uint64_t{policy.memory_mb} << 20, nullptr,
+                                                NetPolicyOf(policy), nullptr, std::move(shape),
+                                                std::move(parts), policy.id, GuestHostname(policy.hostname));
   inst->MarkHibernated();
   return std::unique_ptr<Instance>(std::move(inst));
 }
@@ -450,8 +470,8 @@ nlohmann::json MicrovmIsolator::Doctor() {
   snap["templates"] = TemplateStore(SnapshotRoot()).List().size();
   if (!SnapshotsEnabled()) snap["note"] = "SKIFF_MICROVM_SNAPSHOT=0: every VM boots";
   d["snapshots"] = snap;
-  // What a sandbox's state can do here (docs/snapshots.md); network: true
-  // VMs pause, snapshot and fork, but do not hibernate.
+  // What a sandbox's state can do here (docs/snapshots.md), network: true
+  // or not.
   d["state_modes"] = {{"pause", true}, {"snapshot", "memory+disk"}, {"fork", true}, {"hibernate", true}};
   auto st = Available();
   d["available"] = st.ok();
