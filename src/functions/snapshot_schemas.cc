@@ -12,10 +12,10 @@ using nlohmann::json;
 const char* kSnapEx = "9b2e4c7a-1d3f-4e5a-8b6c-7d8e9f0a1b2c";
 
 json SnapshotExample() {
-  return {{"snapshot_id", kSnapEx},  {"name", "after-install"}, {"source_sandbox_id", kUuidEx},
-          {"image", "python"},       {"isolation", "jail"},     {"cpus", 1},
-          {"memory_mb", 512},        {"contents", "disk"},      {"size_bytes", 18432},
-          {"created_at", 1764892800}};
+  return {{"snapshot_id", kSnapEx}, {"name", "after-install"}, {"source_sandbox_id", kUuidEx},
+          {"image", "python"},      {"isolation", "jail"},     {"cpus", 1},
+          {"memory_mb", 512},       {"contents", "disk"},      {"network", false},
+          {"size_bytes", 18432},    {"created_at", 1764892800}};
 }
 
 json RefProp(std::string d) {
@@ -40,10 +40,12 @@ json SnapshotObject(std::string description) {
         {{"type", "string"},
          {"enum", {"memory+disk", "disk"}},
          {"description", "memory+disk: files and running processes (microVM); disk: files only (jail)"}}},
+       {"network", Bool("Taken of a sandbox with network: true. A memory+disk snapshot restores only "
+                        "into a sandbox created with the same network setting (S001 otherwise)")},
        {"size_bytes", UInt("Bytes it takes on the host")},
        {"created_at", UInt("Unix seconds")}},
       {"snapshot_id", "name", "source_sandbox_id", "image", "isolation", "cpus", "memory_mb", "contents",
-       "size_bytes", "created_at"});
+       "network", "size_bytes", "created_at"});
 }
 
 }  // namespace

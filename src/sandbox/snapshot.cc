@@ -25,6 +25,7 @@ SnapshotRecord SandboxManager::RecordOf(const Sandbox& sb, const SnapshotContent
   r.cpus = sb.cpus;
   r.memory_mb = sb.memory_mb;
   r.memory = saved.memory;
+  r.network = sb.network;
   r.size_bytes = saved.bytes;
   r.created_unix_ms = NowUnixMillis();
   r.tenant = sb.tenant;
@@ -103,6 +104,12 @@ Result<SnapshotRecord> SandboxManager::SnapshotForCreate(const CreateSpec& spec)
     return differs("cpus", std::to_string(*spec.cpus), std::to_string(rec.cpus));
   if (spec.memory_mb && *spec.memory_mb != rec.memory_mb)
     return differs("memory_mb", std::to_string(*spec.memory_mb), std::to_string(rec.memory_mb));
+  // A VM saved with its NIC runs on with one, and one saved without has
+  // none to use (a jail's copy takes files only: its network is its own).
+  if (rec.memory && spec.network != rec.network)
+    return InvalidRequest(std::string("field 'network': the snapshot was taken ") +
+                          (rec.network ? "with network: true; a sandbox from it needs network: true too"
+                                       : "without network; a sandbox from it cannot have network: true"));
   return rec;
 }
 

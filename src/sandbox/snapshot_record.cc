@@ -68,6 +68,7 @@ json SnapshotRecord::ToJson() const {
               {"cpus", cpus},
               {"memory_mb", memory_mb},
               {"contents", memory ? "memory+disk" : "disk"},
+              {"network", network},
               {"size_bytes", size_bytes},
               {"created_at", created_unix_ms / 1000}};
 }
@@ -92,6 +93,8 @@ Result<SnapshotRecord> SnapshotRecord::FromRecordJson(const json& j) {
     r.cpus = j.at("cpus").get<uint32_t>();
     r.memory_mb = j.at("memory_mb").get<uint32_t>();
     r.memory = j.at("contents").get<std::string>() == "memory+disk";
+    // Absent in records from before networked VMs could be saved.
+    if (auto net = j.find("network"); net != j.end()) r.network = net->get<bool>();
     r.size_bytes = j.at("size_bytes").get<uint64_t>();
     r.created_unix_ms = j.at("created_unix_ms").get<int64_t>();
     r.tenant = j.at("tenant").get<std::string>();

@@ -37,6 +37,10 @@ struct SnapshotRecord {
   uint32_t cpus = 1;
   uint32_t memory_mb = 512;
   bool memory = false;  // processes and memory too ("memory+disk"), else files only ("disk")
+  // Taken of a sandbox with network: true. A memory+disk one restores only
+  // into a sandbox with network: true (its VM has a NIC), and one without
+  // only into one without.
+  bool network = false;
   uint64_t size_bytes = 0;
   int64_t created_unix_ms = 0;
   std::string tenant;

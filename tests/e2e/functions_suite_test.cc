@@ -577,6 +577,7 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   json snap = CallOk("sandbox::snapshot", {{"sandbox_id", src}, {"name", name}});
   EXPECT_EQ(snap["contents"], vm ? "memory+disk" : "disk");
   EXPECT_EQ(snap["isolation"], iso());
+  EXPECT_EQ(snap["network"], false);
   CallErr("sandbox::snapshot", {{"sandbox_id", src}, {"name", name}}, "S001");
   CallErr("sandbox::snapshot", {{"sandbox_id", kGhost}}, "S002");
   json listed = CallOk("sandbox::snapshot::list", json::object());
@@ -596,6 +597,11 @@ TEST_P(FunctionsSuite, SnapshotForkAndHibernate) {
   EXPECT_EQ(sh(cid, ticks)["stdout"], vm ? "ticking\n" : "") << "processes come back on the microVM only";
   CallErr("sandbox::create", {{"snapshot", "no-such-snapshot"}}, "S007");
   CallErr("sandbox::create", {{"snapshot", name}, {"image", "python"}}, "S001");
+  if (vm) {
+    // A VM saved without a NIC has none to give a network to.
+    json e = CallErr("sandbox::create", {{"snapshot", name}, {"network", true}}, "S001");
+    EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("without network"));
+  }
 
   // Fork: copies of the source's current state.
   json forks = CallOk("sandbox::fork", {{"sandbox_id", src}, {"count", 2}});
