@@ -9,15 +9,23 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "daemon_harness.h"
+#include "support/temp_dir.h"
 
 namespace skiff::e2e {
 namespace {
 
-std::string Dir() { return "/tmp/skiff-hibernate-restart-" + std::to_string(::getpid()); }
+// The running test's snapshot directory (HibernateRestart makes it), which
+// each of its daemons in turn is configured with.
+std::string& DirPath() {
+  static std::string path;
+  return path;
+}
+std::string Dir() { return DirPath(); }
 
 std::string Config(const std::string& images) {
   return "snapshot_dir: " + Dir() + "\nimage_allowlist: [" + images + "]\nisolation: microvm\n";
@@ -53,7 +61,15 @@ std::string Sh(Daemon& d, const std::string& id, const std::string& script) {
 
 class HibernateRestart : public ::testing::Test {
  protected:
-  void TearDown() override { EXPECT_EQ(std::system(("rm -rf '" + Dir() + "'").c_str()), 0); }
+  void SetUp() override {
+    dir_.emplace("hib-restart");
+    DirPath() = dir_->path();
+  }
+  // Removes it with what the daemons left, failing the test if it cannot.
+  void TearDown() override { dir_.reset(); }
+
+ private:
+  std::optional<testing_support::TempDir> dir_;
 };
 
 const char* kTicks = "a=$(cat /tmp/n); sleep 1; b=$(cat /tmp/n); test $b -gt $a && echo ticking";
